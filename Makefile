@@ -1,0 +1,51 @@
+# latch's developer commands. `make test` is the whole test suite and exactly what CI
+# runs (.ci/run); fuzzing and linting are separate because they take longer or need
+# tools downloaded.
+
+GO       ?= go
+FUZZTIME ?= 10s
+TOOL     := $(GO) tool -modfile=tools/go.mod
+
+.PHONY: all build test vet unit postgres fuzz lint fmt clean
+
+all: build
+
+## build: compile the latch binary into bin/latch.
+build:
+	$(GO) build -o bin/latch ./cmd/latch
+
+## test: vet, then every test with the race detector (installs PostgreSQL binaries if missing).
+test: postgres vet unit
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# The store tests start a throwaway PostgreSQL server; this installs the binaries
+# (Debian's postgresql package) when they are missing, and prints nothing otherwise.
+postgres:
+	@scripts/ensure-postgres.sh
+
+## fuzz: run every fuzz target for FUZZTIME (default 10s) each.
+fuzz:
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal); do \
+		dir=./$$(dirname $$file); \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "== $$dir $$target"; \
+			$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$dir; \
+		done; \
+	done
+
+## lint: staticcheck and gofumpt, at the versions pinned in tools/go.mod.
+lint:
+	$(TOOL) staticcheck ./...
+	@out=$$($(TOOL) gofumpt -l cmd internal); if [ -n "$$out" ]; then echo "not gofumpt-formatted:"; echo "$$out"; exit 1; fi
+
+## fmt: format the code with gofumpt.
+fmt:
+	$(TOOL) gofumpt -w cmd internal
+
+clean:
+	rm -rf bin

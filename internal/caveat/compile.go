@@ -1,0 +1,171 @@
+package caveat
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+)
+
+// maxCost bounds the work one evaluation may do, so a caveat over a large list in a
+// request context cannot stall a check. It is CEL's abstract cost, roughly one unit per
+// visited node or compared element.
+const maxCost = 1_000_000
+
+// ErrCostExceeded reports a caveat evaluation stopped for doing too much work.
+var ErrCostExceeded = errors.New("caveat evaluation exceeded its cost limit")
+
+// Diagnostic is a problem found while compiling a caveat expression. Line and Col are
+// 1-based and relative to the start of the expression text.
+type Diagnostic struct {
+	Line, Col int
+	Msg       string
+}
+
+// Compiled is a type-checked caveat expression, ready to evaluate concurrently.
+type Compiled struct {
+	name   string
+	params []Param
+	expr   string
+	env    *cel.Env
+	prog   cel.Program
+}
+
+// Result is the outcome of evaluating a caveat. When Missing is not empty the result is
+// conditional on those parameters (sorted, without duplicates) and Satisfied means nothing.
+type Result struct {
+	Satisfied bool
+	Missing   []string
+}
+
+// Compile type-checks expr against params. The expression must be of type bool.
+func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic) {
+	opts := []cel.EnvOption{cel.CrossTypeNumericComparisons(true)}
+	opts = append(opts, ipFunctions()...)
+	for _, p := range params {
+		opts = append(opts, cel.Variable(p.Name, celType(p.Type)))
+	}
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, []Diagnostic{{Line: 1, Col: 1, Msg: err.Error()}}
+	}
+	if strings.TrimSpace(expr) == "" {
+		return nil, []Diagnostic{{Line: 1, Col: 1, Msg: "caveat expression is empty"}}
+	}
+	ast, iss := env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		var diags []Diagnostic
+		for _, e := range iss.Errors() {
+			loc := e.Location
+			line, col := 1, 1
+			if loc != nil && loc.Line() > 0 {
+				line, col = loc.Line(), loc.Column()+1
+			}
+			diags = append(diags, Diagnostic{Line: line, Col: col, Msg: e.Message})
+		}
+		return nil, diags
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) {
+		return nil, []Diagnostic{{Line: 1, Col: 1,
+			Msg: fmt.Sprintf("caveat expression must be a boolean, but it is of type %s", ast.OutputType())}}
+	}
+	prog, err := env.Program(ast,
+		cel.EvalOptions(cel.OptPartialEval, cel.OptTrackState),
+		cel.CostLimit(maxCost))
+	if err != nil {
+		return nil, []Diagnostic{{Line: 1, Col: 1, Msg: err.Error()}}
+	}
+	return &Compiled{name: name, params: params, expr: expr, env: env, prog: prog}, nil
+}
+
+// celType maps a parameter type to its CEL type.
+func celType(t Type) *cel.Type {
+	switch t.Kind {
+	case Bool:
+		return cel.BoolType
+	case String:
+		return cel.StringType
+	case Int, Uint:
+		return cel.IntType
+	case Double:
+		return cel.DoubleType
+	case Bytes:
+		return cel.BytesType
+	case Duration:
+		return cel.DurationType
+	case Timestamp:
+		return cel.TimestampType
+	case IPAddress:
+		return ipType
+	case List:
+		return cel.ListType(celType(elemOf(t)))
+	case Map:
+		return cel.MapType(cel.StringType, celType(elemOf(t)))
+	}
+	return cel.DynType
+}
+
+// Name returns the caveat's name.
+func (c *Compiled) Name() string { return c.name }
+
+// Params returns the caveat's parameters in declaration order.
+func (c *Compiled) Params() []Param { return c.params }
+
+// Expression returns the caveat's CEL source.
+func (c *Compiled) Expression() string { return c.expr }
+
+// Eval evaluates the caveat against a converted context (see ConvertContext). Parameters
+// absent from ctx are unknown: if the answer depends on them, the result lists them in
+// Missing; if it does not (`a || b` with a true), the result is definite.
+func (c *Compiled) Eval(ctx map[string]any) (Result, error) {
+	var unknown []*cel.AttributePatternType
+	var absent []string
+	vars := make(map[string]any, len(c.params))
+	for _, p := range c.params {
+		if v, ok := ctx[p.Name]; ok {
+			vars[p.Name] = v
+		} else {
+			unknown = append(unknown, cel.AttributePattern(p.Name))
+			absent = append(absent, p.Name)
+		}
+	}
+	act, err := cel.PartialVars(vars, unknown...)
+	if err != nil {
+		return Result{}, fmt.Errorf("caveat %q: %w", c.name, err)
+	}
+	out, _, err := c.prog.Eval(act)
+	if err != nil {
+		if strings.Contains(err.Error(), "cost limit") {
+			return Result{}, fmt.Errorf("caveat %q: %w", c.name, ErrCostExceeded)
+		}
+		return Result{}, fmt.Errorf("caveat %q: evaluating %s: %w", c.name, c.expr, err)
+	}
+	return c.result(out, absent)
+}
+
+func (c *Compiled) result(out ref.Val, absent []string) (Result, error) {
+	switch v := out.(type) {
+	case types.Bool:
+		return Result{Satisfied: bool(v)}, nil
+	case *types.Unknown:
+		var missing []string
+		for _, id := range v.IDs() {
+			trails, _ := v.GetAttributeTrails(id)
+			for _, tr := range trails {
+				missing = append(missing, tr.Variable())
+			}
+		}
+		if len(missing) == 0 { // an unknown without a named attribute
+			missing = append(missing, absent...)
+		}
+		slices.Sort(missing)
+		return Result{Missing: slices.Compact(missing)}, nil
+	case *types.Err:
+		return Result{}, fmt.Errorf("caveat %q: evaluating %s: %w", c.name, c.expr, v)
+	}
+	return Result{}, fmt.Errorf("caveat %q: expression produced %s, not a boolean", c.name, out.Type().TypeName())
+}

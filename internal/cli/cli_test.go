@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer safe to write from a command's goroutine while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// result is what one command run printed and returned.
+type result struct {
+	code     int
+	out, err string
+}
+
+// invocation describes a command run: its standard input and environment.
+type invocation struct {
+	stdin string
+	env   map[string]string
+}
+
+func (inv invocation) run(ctx context.Context, args ...string) result {
+	var out, errOut syncBuffer
+	env := Env{
+		In:     strings.NewReader(inv.stdin),
+		Out:    &out,
+		Err:    &errOut,
+		Getenv: func(k string) string { return inv.env[k] },
+	}
+	code := Main(ctx, args, env)
+	return result{code: code, out: out.String(), err: errOut.String()}
+}
+
+// latch runs a command with no input and an empty environment.
+func latch(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return invocation{}.run(ctx, args...)
+}
+
+func TestUnknownCommandAndFlag(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"check", "--frob"}, {"check"}} {
+		r := latch(t, args...)
+		if r.code != 1 || !strings.HasPrefix(r.err, "latch: ") || strings.Count(r.err, "\n") != 1 {
+			t.Errorf("latch %v: code %d, stderr %q; want status 1 and one line starting with \"latch: \"", args, r.code, r.err)
+		}
+	}
+}
+
+func TestValidateGoodAndBadFiles(t *testing.T) {
+	r := latch(t, "validate", "testdata/good.yaml")
+	if r.code != 0 || r.out != "testdata/good.yaml: 3 assertions held\n" {
+		t.Errorf("good file: code %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+
+	r = latch(t, "validate", "testdata/good.yaml", "testdata/bad.yaml")
+	want := []string{
+		"testdata/good.yaml: 3 assertions held",
+		`testdata/bad.yaml:13: assertTrue "document:readme#view@user:bob": expected HAS_PERMISSION, got NO_PERMISSION`,
+		`testdata/bad.yaml:15: assertFalse "document:readme#view@user:alice": expected NO_PERMISSION, got HAS_PERMISSION`,
+		"testdata/bad.yaml: 2 of 3 assertions failed",
+	}
+	if r.code != 1 || r.out != strings.Join(want, "\n")+"\n" {
+		t.Errorf("bad file: code %d, stdout:\n%s\nwant status 1 and:\n%s", r.code, r.out, strings.Join(want, "\n"))
+	}
+}
+
+func TestValidateFileProblems(t *testing.T) {
+	r := latch(t, "validate", "testdata/badschema.yaml", "testdata/missing.yaml")
+	if r.code != 1 {
+		t.Errorf("code %d, want 1", r.code)
+	}
+	for _, want := range []string{
+		"testdata/badschema.yaml:5:",
+		"testdata/badschema.yaml: not run: ",
+		"testdata/missing.yaml: open testdata/missing.yaml: no such file or directory",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("stdout %q does not contain %q", r.out, want)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/server"
+)
+
+// newServeCommand builds `latch serve`. Flag names follow SpiceDB's `spicedb serve`
+// so that commands and deployment files carry over.
+func newServeCommand(env Env) *cobra.Command {
+	var cfg server.Config
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a latch server (gRPC API and HTTP/JSON gateway)",
+		Long: `Run a latch server: SpiceDB's authzed.api.v1 gRPC API on --grpc-addr and its
+HTTP/JSON gateway on --http-addr, both on loopback by default.
+
+Clients authenticate with a bearer token that must be one of the --grpc-preshared-key
+values (or LATCH_GRPC_PRESHARED_KEY, comma-separated). Without a key the server generates
+one for this run, prints it, and refuses to listen on anything but loopback.
+
+The datastore engine is "memory" for now: everything is lost when the server stops.
+(A durable embedded store will become the default.) The server stops cleanly on
+SIGINT or SIGTERM, letting requests in flight finish.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("grpc-preshared-key") {
+				if v := env.Getenv("LATCH_GRPC_PRESHARED_KEY"); v != "" {
+					if err := cmd.Flags().Set("grpc-preshared-key", v); err != nil {
+						return err
+					}
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg, env)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "gRPC listen address (port 0 picks a free port)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", server.DefaultHTTPAddr, `HTTP/JSON gateway listen address ("" or "-" turns the gateway off)`)
+	fs.StringSliceVar(&cfg.PresharedKeys, "grpc-preshared-key", nil, "bearer token clients must present; repeat the flag or separate keys with commas (env LATCH_GRPC_PRESHARED_KEY)")
+	fs.StringVar(&cfg.DatastoreEngine, "datastore-engine", server.DefaultDatastoreEngine, `datastore engine: "memory" (for now the only one, and the default; data lasts as long as the process)`)
+	fs.StringVar(&cfg.DatastoreURI, "datastore-conn-uri", "", "datastore connection string or directory, for engines that need one")
+	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
+	fs.DurationVar(&cfg.GCWindow, "datastore-gc-window", server.DefaultGCWindow, "how long old revisions stay readable (for at-least and exact consistency)")
+	return cmd
+}
+
+// serve runs a server until ctx is done, after telling the user where it listens.
+func serve(ctx context.Context, cfg server.Config, env Env) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	grpcAddr, httpAddr := srv.Addrs()
+	fmt.Fprintf(env.Out, "latch: gRPC API listening on %s\n", grpcAddr)
+	if httpAddr != "" {
+		fmt.Fprintf(env.Out, "latch: HTTP/JSON gateway listening on http://%s\n", httpAddr)
+	}
+	fmt.Fprintf(env.Out, "latch: datastore %s\n", cfg.WithDefaults().DatastoreEngine)
+	if key := srv.GeneratedKey(); key != "" {
+		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
+		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)
+	}
+	if err := srv.Serve(ctx); err != nil {
+		return fmt.Errorf("serving: %w", err)
+	}
+	fmt.Fprintln(env.Out, "latch: stopped")
+	return nil
+}

@@ -1,0 +1,83 @@
+// Package engine owns permission evaluation over a compiled schema and a store reader:
+// check and bulk check (and, later, lookups and expand). It knows nothing of gRPC, HTTP
+// or SQL; everything it does runs in-process.
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// DefaultMaxDepth is SpiceDB's default dispatch depth limit.
+const DefaultMaxDepth = 50
+
+// Membership is a check's answer.
+type Membership int
+
+const (
+	// NoPermission: the subject does not have the permission.
+	NoPermission Membership = iota
+	// HasPermission: the subject has the permission.
+	HasPermission
+	// Conditional: the answer depends on caveat parameters the request did not supply.
+	Conditional
+)
+
+func (m Membership) String() string {
+	switch m {
+	case HasPermission:
+		return "HAS_PERMISSION"
+	case Conditional:
+		return "CONDITIONAL_PERMISSION"
+	default:
+		return "NO_PERMISSION"
+	}
+}
+
+// Result is a check's answer; Missing lists, sorted and without duplicates, the caveat
+// parameters whose absence made it Conditional.
+type Result struct {
+	Membership Membership
+	Missing    []string
+}
+
+// CheckRequest asks whether Subject has Permission on Resource.
+type CheckRequest struct {
+	Resource   rel.ObjectRef
+	Permission string // a relation or a permission of Resource's definition
+	Subject    rel.SubjectRef
+	Context    map[string]any // caveat context supplied by the request
+}
+
+// ErrMaxDepth is returned when evaluation recursed past the depth limit; the answer
+// is then unknown and no result is given.
+var ErrMaxDepth = errors.New("maximum depth exceeded")
+
+// UnknownDefinitionError names an object type the schema does not define.
+type UnknownDefinitionError struct{ Name string }
+
+func (e *UnknownDefinitionError) Error() string {
+	return fmt.Sprintf("object definition %q not found", e.Name)
+}
+
+// UnknownRelationError names a relation or permission a definition does not have.
+type UnknownRelationError struct{ Definition, Name string }
+
+func (e *UnknownRelationError) Error() string {
+	return fmt.Sprintf("relation/permission %q not found under definition %q", e.Name, e.Definition)
+}
+
+// CaveatEvalError reports a caveat that failed to evaluate (a context value of the
+// wrong type, a runtime error in the expression, a cost limit).
+type CaveatEvalError struct {
+	Caveat string
+	Err    error
+}
+
+func (e *CaveatEvalError) Error() string {
+	return fmt.Sprintf("evaluating caveat %q: %v", e.Caveat, e.Err)
+}
+
+func (e *CaveatEvalError) Unwrap() error { return e.Err }

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"maps"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// edge is a stored relationship reduced to what evaluation needs: the resource it
+// starts from, the object it points to, and its caveat.
+type edge struct {
+	resource string
+	target   string
+	caveat   *rel.Caveat
+}
+
+// direct answers relation r (not a permission) over ids: relationships naming the
+// subject itself or a wildcard of its type, then subject sets (`group#member`),
+// followed recursively in one batch per subject type and relation.
+func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
+	out := results{}
+	if err := ev.directMatches(ctx, r, ids, out); err != nil {
+		return nil, err
+	}
+	pending := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if out.get(id).st != has {
+			pending = append(pending, id)
+		}
+	}
+	if len(pending) == 0 {
+		return out, nil
+	}
+	seen := map[[2]string]bool{}
+	for _, a := range r.Allowed {
+		if a.Relation == "" || a.Wildcard || seen[[2]string{a.Type, a.Relation}] {
+			continue
+		}
+		seen[[2]string{a.Type, a.Relation}] = true
+		f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: pending, Relation: r.Name,
+			Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}}
+		edges, err := ev.edges(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		target := ev.s.Definition(a.Type).Relation(a.Relation)
+		if err := ev.follow(ctx, target, edges, depth, out, or); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// directMatches finds relationships whose subject is the checked subject or a wildcard
+// of its type, and ORs their caveat outcomes into out.
+func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []string, out results) error {
+	subj := ev.subject
+	var subjIDs []string
+	for _, a := range r.Allowed {
+		if a.Type != subj.Object.Type {
+			continue
+		}
+		if a.Wildcard {
+			subjIDs = appendOnce(subjIDs, rel.Wildcard)
+		} else if a.Relation == subj.Relation {
+			subjIDs = appendOnce(subjIDs, subj.Object.ID)
+		}
+	}
+	if len(subjIDs) == 0 {
+		return nil
+	}
+	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name,
+		Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: subjIDs}}
+	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
+		if err != nil {
+			return err
+		}
+		s := item.Relationship.Subject
+		wild := s.Object.ID == rel.Wildcard
+		if !wild && s.Relation != subj.Relation {
+			continue
+		}
+		o, err := ev.caveat(item.Relationship.Caveat)
+		if err != nil {
+			return err
+		}
+		id := item.Relationship.Resource.ID
+		out.put(id, or(out.get(id), o))
+	}
+	return nil
+}
+
+// follow evaluates target on the objects edges point to and combines each edge's
+// outcome (its caveat AND the target's answer) into out with op.
+func (ev *evaluator) follow(ctx context.Context, target *ir.Relation, edges []edge, depth int, out results, op func(a, b outcome) outcome) error {
+	if len(edges) == 0 {
+		return nil
+	}
+	targets := make([]string, 0, len(edges))
+	for _, e := range edges {
+		targets = append(targets, e.target)
+	}
+	res, err := ev.relation(ctx, target, dedupe(targets), depth-1)
+	if err != nil {
+		return err
+	}
+	for _, e := range edges {
+		o := res.get(e.target)
+		if o.st != no && e.caveat != nil {
+			c, err := ev.caveat(e.caveat)
+			if err != nil {
+				return err
+			}
+			o = and(c, o)
+		}
+		out.put(e.resource, op(out.get(e.resource), o))
+	}
+	return nil
+}
+
+// edges reads the relationships matching f.
+func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) {
+	var out []edge
+	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
+		if err != nil {
+			return nil, err
+		}
+		r := item.Relationship
+		out = append(out, edge{resource: r.Resource.ID, target: r.Subject.Object.ID, caveat: r.Caveat})
+	}
+	return out, nil
+}
+
+// caveat evaluates a relationship's caveat with the request context, the
+// relationship's own context taking precedence.
+func (ev *evaluator) caveat(c *rel.Caveat) (outcome, error) {
+	if c == nil {
+		return outHas, nil
+	}
+	def := ev.s.Caveat(c.Name)
+	if def == nil {
+		return outNo, &CaveatEvalError{Caveat: c.Name, Err: errUnknownCaveat}
+	}
+	merged := ev.reqCtx
+	if len(c.Context) > 0 {
+		merged = make(map[string]any, len(ev.reqCtx)+len(c.Context))
+		maps.Copy(merged, ev.reqCtx)
+		maps.Copy(merged, c.Context)
+	}
+	converted, err := def.Compiled.ConvertContext(merged)
+	if err != nil {
+		return outNo, &CaveatEvalError{Caveat: c.Name, Err: err}
+	}
+	res, err := def.Compiled.Eval(converted)
+	if err != nil {
+		return outNo, &CaveatEvalError{Caveat: c.Name, Err: err}
+	}
+	switch {
+	case len(res.Missing) > 0:
+		return outcome{st: cond, missing: res.Missing}, nil
+	case res.Satisfied:
+		return outHas, nil
+	default:
+		return outNo, nil
+	}
+}
+
+func appendOnce(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// ErrWildcardSubject is returned when a check names a wildcard as its subject.
+var ErrWildcardSubject = errors.New("cannot perform check on wildcard subject")
+
+// Config tunes an Engine.
+type Config struct {
+	// MaxDepth bounds how many relations and arrows one check may traverse in a chain;
+	// 0 means DefaultMaxDepth.
+	MaxDepth int
+}
+
+// Engine evaluates permissions. It holds no per-request state and is safe for
+// concurrent use.
+type Engine struct {
+	maxDepth int
+}
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = DefaultMaxDepth
+	}
+	return &Engine{maxDepth: cfg.MaxDepth}
+}
+
+// BulkResult is one item's answer in CheckBulk: a Result or an error for that item alone.
+type BulkResult struct {
+	Result Result
+	Err    error
+}
+
+// Check answers one check at the reader's revision under schema s.
+func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest) (Result, error) {
+	res := e.CheckBulk(ctx, s, r, []CheckRequest{req})
+	return res[0].Result, res[0].Err
+}
+
+// CheckBulk answers many checks. Items that differ only in their resource id are
+// evaluated together, so the store sees one batched query per step for all of them,
+// and their subproblems are shared.
+func (e *Engine) CheckBulk(ctx context.Context, s *ir.Schema, r store.Reader, reqs []CheckRequest) []BulkResult {
+	out := make([]BulkResult, len(reqs))
+	type group struct {
+		first int
+		items []int
+	}
+	groups := map[string]*group{}
+	var order []string
+	for i, req := range reqs {
+		if err := validateCheck(s, req); err != nil {
+			out[i].Err = err
+			continue
+		}
+		k := groupKey(req)
+		g, ok := groups[k]
+		if !ok {
+			g = &group{first: i}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.items = append(g.items, i)
+	}
+	for _, k := range order {
+		g := groups[k]
+		first := reqs[g.first]
+		ids := make([]string, 0, len(g.items))
+		for _, i := range g.items {
+			ids = append(ids, reqs[i].Resource.ID)
+		}
+		ev := newEvaluator(s, r, first.Subject, first.Context)
+		relation := s.Definition(first.Resource.Type).Relation(first.Permission)
+		res, err := ev.relation(ctx, relation, dedupe(ids), e.maxDepth)
+		for _, i := range g.items {
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			out[i].Result, out[i].Err = toResult(res.get(reqs[i].Resource.ID))
+		}
+	}
+	return out
+}
+
+func toResult(o outcome) (Result, error) {
+	switch o.st {
+	case has:
+		return Result{Membership: HasPermission}, nil
+	case cond:
+		return Result{Membership: Conditional, Missing: o.missing}, nil
+	case depthErr:
+		return Result{}, ErrMaxDepth
+	default:
+		return Result{Membership: NoPermission}, nil
+	}
+}
+
+// validateCheck refuses checks that name types or relations the schema lacks, as
+// SpiceDB does, rather than answering NO for them.
+func validateCheck(s *ir.Schema, req CheckRequest) error {
+	def := s.Definition(req.Resource.Type)
+	if def == nil {
+		return &UnknownDefinitionError{Name: req.Resource.Type}
+	}
+	if def.Relation(req.Permission) == nil {
+		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+	}
+	sdef := s.Definition(req.Subject.Object.Type)
+	if sdef == nil {
+		return &UnknownDefinitionError{Name: req.Subject.Object.Type}
+	}
+	if req.Subject.Relation != "" && sdef.Relation(req.Subject.Relation) == nil {
+		return &UnknownRelationError{Definition: sdef.Name, Name: req.Subject.Relation}
+	}
+	if req.Subject.Object.ID == rel.Wildcard {
+		return ErrWildcardSubject
+	}
+	return nil
+}
+
+// groupKey identifies the items that can share one evaluation: all but the resource id.
+func groupKey(req CheckRequest) string {
+	var b strings.Builder
+	b.WriteString(req.Resource.Type)
+	b.WriteByte('#')
+	b.WriteString(req.Permission)
+	b.WriteByte('@')
+	b.WriteString(req.Subject.Object.Type)
+	b.WriteByte(':')
+	b.WriteString(req.Subject.Object.ID)
+	b.WriteByte('#')
+	b.WriteString(req.Subject.Relation)
+	if len(req.Context) > 0 {
+		// json.Marshal sorts map keys, so equal contexts give equal keys.
+		ctxJSON, err := json.Marshal(req.Context)
+		if err != nil {
+			ctxJSON = []byte(req.Resource.ID) // unmarshalable context: never share
+		}
+		b.WriteByte(' ')
+		b.Write(ctxJSON)
+	}
+	return b.String()
+}
+
+func dedupe(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// memoKey names one subproblem of a request: does the subject have rel on object id?
+type memoKey struct {
+	rel *ir.Relation
+	id  string
+}
+
+// evaluator answers one group of checks (same subject, same context) for sets of
+// resources at a time. Its memo makes each subproblem cost at most one evaluation per
+// request, which keeps recursive schemas over cyclic data linear in the depth limit
+// instead of exponential.
+type evaluator struct {
+	s       *ir.Schema
+	r       store.Reader
+	subject rel.SubjectRef
+	reqCtx  map[string]any
+
+	memo map[memoKey]outcome
+	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
+	// depth at which it did; it fails again at that depth or less.
+	errDepth map[memoKey]int
+}
+
+func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any) *evaluator {
+	return &evaluator{s: s, r: r, subject: subject, reqCtx: reqCtx,
+		memo: map[memoKey]outcome{}, errDepth: map[memoKey]int{}}
+}
+
+// relation answers relation or permission r of r.Def for every id in ids, with depth
+// hops remaining.
+func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make(results, len(ids))
+	todo := make([]string, 0, len(ids))
+	for _, id := range ids {
+		k := memoKey{r, id}
+		if o, ok := ev.memo[k]; ok {
+			out.put(id, o)
+		} else if d, ok := ev.errDepth[k]; (ok && depth <= d) || depth <= 0 {
+			out.put(id, outErr)
+		} else if ev.isSubject(r, id) {
+			out.put(id, outHas)
+		} else {
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+	var res results
+	var err error
+	if r.IsPermission() {
+		res, err = ev.expr(ctx, r.Def, r.Rewrite, todo, depth)
+	} else {
+		res, err = ev.direct(ctx, r, todo, depth)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range todo {
+		o := res.get(id)
+		k := memoKey{r, id}
+		if o.st == depthErr {
+			ev.errDepth[k] = max(ev.errDepth[k], depth)
+		} else {
+			ev.memo[k] = o
+		}
+		out.put(id, o)
+	}
+	return out, nil
+}
+
+// isSubject: a subject set is a member of itself (group:eng#member has group:eng#member).
+func (ev *evaluator) isSubject(r *ir.Relation, id string) bool {
+	s := ev.subject
+	return s.Relation == r.Name && s.Object.Type == r.Def.Name && s.Object.ID == id
+}
+
+// expr evaluates a rewrite over ids. Each branch sees only the ids whose answer it can
+// still change: a union skips ids already granted, an intersection and an exclusion
+// only look at ids their left side did not rule out.
+func (ev *evaluator) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, ids []string, depth int) (results, error) {
+	switch x.Kind {
+	case ir.Nil:
+		return results{}, nil
+	case ir.Ref:
+		return ev.relation(ctx, def.Relation(x.Name), ids, depth-1)
+	case ir.Arrow:
+		return ev.arrow(ctx, def, x, ids, depth)
+	case ir.Union:
+		acc := results{}
+		pending := ids
+		for _, c := range x.Children {
+			res, err := ev.expr(ctx, def, c, pending, depth)
+			if err != nil {
+				return nil, err
+			}
+			next := pending[:0:0]
+			for _, id := range pending {
+				o := or(acc.get(id), res.get(id))
+				acc.put(id, o)
+				if o.st != has {
+					next = append(next, id)
+				}
+			}
+			if pending = next; len(pending) == 0 {
+				break
+			}
+		}
+		return acc, nil
+	case ir.Intersection:
+		acc, err := ev.expr(ctx, def, x.Children[0], ids, depth)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range x.Children[1:] {
+			if acc, err = ev.narrow(ctx, def, c, acc, depth, and, func(o outcome) outcome { return o }); err != nil {
+				return nil, err
+			}
+		}
+		return acc, nil
+	case ir.Exclusion:
+		base, err := ev.expr(ctx, def, x.Children[0], ids, depth)
+		if err != nil {
+			return nil, err
+		}
+		return ev.narrow(ctx, def, x.Children[1], base, depth, and, not)
+	}
+	return results{}, nil
+}
+
+// narrow evaluates c on the ids acc still holds and combines: acc[id] op f(c[id]).
+func (ev *evaluator) narrow(ctx context.Context, def *ir.Definition, c *ir.Expr, acc results, depth int,
+	op func(a, b outcome) outcome, f func(outcome) outcome,
+) (results, error) {
+	if len(acc) == 0 {
+		return acc, nil
+	}
+	cand := make([]string, 0, len(acc))
+	for id := range acc {
+		cand = append(cand, id)
+	}
+	res, err := ev.expr(ctx, def, c, cand, depth)
+	if err != nil {
+		return nil, err
+	}
+	out := make(results, len(acc))
+	for _, id := range cand {
+		out.put(id, op(acc.get(id), f(res.get(id))))
+	}
+	return out, nil
+}

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"slices"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// LookupResourcesRequest asks for every resource of ResourceType on which Subject has
+// Permission.
+type LookupResourcesRequest struct {
+	ResourceType string
+	Permission   string
+	Subject      rel.SubjectRef
+	Context      map[string]any
+}
+
+// FoundResource is one LookupResources result: HasPermission or Conditional.
+type FoundResource struct {
+	ID     string
+	Result Result
+}
+
+// LookupResources walks the graph in reverse, from the subject towards resources of the
+// requested type, following the schema: direct relationships, subject sets, arrows and
+// unions are walked backwards through the store's reverse index, and only what an
+// intersection or exclusion needs is checked forwards. Results are yielded as they
+// become final, in an order that is the same for the same revision and request, so a
+// caller can page by counting. A granted resource is yielded once; conditional ones
+// come last. yield returning an error stops the lookup with that error.
+func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Reader, req LookupResourcesRequest, yield func(FoundResource) error) error {
+	def := s.Definition(req.ResourceType)
+	if def == nil {
+		return &UnknownDefinitionError{Name: req.ResourceType}
+	}
+	target := def.Relation(req.Permission)
+	if target == nil {
+		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+	}
+	if err := validateSubject(s, req.Subject); err != nil {
+		return err
+	}
+	l := &reverseLookup{e: e, ev: newEvaluator(s, r, req.Subject, req.Context),
+		sets: newFixpoint[*ir.Relation](func() results { return results{} }, func(known, round results) (results, bool) {
+			return known, mergeOr(known, round)
+		})}
+	emitted := map[string]bool{}
+	l.emit = func(rl *ir.Relation, res results) error {
+		if rl != target {
+			return nil
+		}
+		return emitFinal(res, emitted, yield)
+	}
+	res, err := l.relation(ctx, target)
+	if err != nil {
+		return err
+	}
+	var conds []string
+	for id, o := range res {
+		if o.st == cond && !emitted[id] {
+			conds = append(conds, id)
+		}
+	}
+	slices.Sort(conds)
+	for _, id := range conds {
+		if err := yield(FoundResource{ID: id, Result: Result{Membership: Conditional, Missing: res[id].missing}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emitFinal yields, in id order, the granted resources of res not yielded before.
+func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) error) error {
+	var ids []string
+	for id, o := range res {
+		if o.st == has && !emitted[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		emitted[id] = true
+		if err := yield(FoundResource{ID: id, Result: Result{Membership: HasPermission}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateSubject(s *ir.Schema, subj rel.SubjectRef) error {
+	sdef := s.Definition(subj.Object.Type)
+	if sdef == nil {
+		return &UnknownDefinitionError{Name: subj.Object.Type}
+	}
+	if subj.Relation != "" && sdef.Relation(subj.Relation) == nil {
+		return &UnknownRelationError{Definition: sdef.Name, Name: subj.Relation}
+	}
+	if subj.Object.ID == rel.Wildcard {
+		return ErrWildcardSubject
+	}
+	return nil
+}
+
+// reverseLookup computes, for relations and permissions, the set of objects on which
+// the subject holds them. Recursive schemas make these sets depend on themselves: they
+// are least fixpoints (see fixpoint). Every step only adds or upgrades results
+// (intersections and exclusions narrow by forward checks, which do not depend on these
+// sets), so the iteration converges to the exact answer.
+type reverseLookup struct {
+	e    *Engine
+	ev   *evaluator
+	sets *fixpoint[*ir.Relation, results]
+	emit func(*ir.Relation, results) error
+}
+
+func (l *reverseLookup) relation(ctx context.Context, r *ir.Relation) (results, error) {
+	return l.sets.get(ctx, r, func() (results, error) {
+		if r.IsPermission() {
+			return l.expr(ctx, r.Def, r.Rewrite)
+		}
+		return l.direct(ctx, r)
+	}, func(v results) error { return l.emit(r, v) })
+}
+
+// mergeOr ORs src into dst and reports whether dst changed.
+func mergeOr(dst, src results) bool {
+	changed := false
+	for id, o := range src {
+		old := dst.get(id)
+		n := or(old, o)
+		if n.st != old.st || !slices.Equal(n.missing, old.missing) {
+			dst.put(id, n)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// expr computes the objects of def on which the subject holds expression x.
+func (l *reverseLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
+	switch x.Kind {
+	case ir.Ref:
+		res, err := l.relation(ctx, def.Relation(x.Name))
+		return clone(res), err
+	case ir.Union:
+		acc := results{}
+		for _, c := range x.Children {
+			res, err := l.expr(ctx, def, c)
+			if err != nil {
+				return nil, err
+			}
+			mergeOr(acc, res)
+		}
+		return acc, nil
+	case ir.Intersection:
+		acc, err := l.expr(ctx, def, x.Children[0])
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range x.Children[1:] {
+			if acc, err = l.narrow(ctx, def, c, acc, and, func(o outcome) outcome { return o }); err != nil {
+				return nil, err
+			}
+		}
+		return acc, nil
+	case ir.Exclusion:
+		base, err := l.expr(ctx, def, x.Children[0])
+		if err != nil {
+			return nil, err
+		}
+		return l.narrow(ctx, def, x.Children[1], base, and, not)
+	case ir.Arrow:
+		cand, err := l.arrowAny(ctx, def, x)
+		if err != nil || x.ArrowKind == ir.ArrowAny {
+			return cand, err
+		}
+		// .all(): every tupleset subject must grant; walking back from one of them finds
+		// the candidates, a check decides.
+		return l.narrow(ctx, def, x, cand, func(_, b outcome) outcome { return b }, func(o outcome) outcome { return o })
+	}
+	return results{}, nil
+}
+
+// narrow checks expression c forwards on the candidates in acc and combines.
+func (l *reverseLookup) narrow(ctx context.Context, def *ir.Definition, c *ir.Expr, acc results,
+	op func(a, b outcome) outcome, f func(outcome) outcome,
+) (results, error) {
+	out, err := l.ev.narrow(ctx, def, c, acc, l.e.maxDepth, op, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range out {
+		if o.st == depthErr {
+			return nil, ErrMaxDepth
+		}
+	}
+	return out, nil
+}
+
+// arrowAny finds the objects of def whose tupleset relation points to an object on
+// which the subject holds the arrow's target.
+func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
+	out := results{}
+	ts := def.Relation(x.Tupleset)
+	seen := map[string]bool{}
+	for _, a := range ts.Allowed {
+		if a.Wildcard || seen[a.Type] {
+			continue
+		}
+		seen[a.Type] = true
+		target := l.ev.s.Definition(a.Type).Relation(x.Target)
+		if target == nil {
+			continue
+		}
+		sub, err := l.relation(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.walkBack(ctx, def.Name, ts.Name, &store.SubjectFilter{Type: a.Type}, sub, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// direct finds the objects whose relation r names the subject, a wildcard of its type,
+// or a subject set the subject belongs to.
+func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, error) {
+	out := results{}
+	subj := l.ev.subject
+	if subj.Relation == r.Name && subj.Object.Type == r.Def.Name {
+		out.put(subj.Object.ID, outHas)
+	}
+	var ids []string
+	for _, a := range r.Allowed {
+		if a.Type != subj.Object.Type {
+			continue
+		}
+		if a.Wildcard {
+			ids = appendOnce(ids, rel.Wildcard)
+		} else if a.Relation == subj.Relation {
+			ids = appendOnce(ids, subj.Object.ID)
+		}
+	}
+	if len(ids) > 0 {
+		f := store.Filter{ResourceType: r.Def.Name, Relation: r.Name, Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: ids}}
+		for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
+			if err != nil {
+				return nil, err
+			}
+			s := item.Relationship.Subject
+			if s.Object.ID != rel.Wildcard && s.Relation != subj.Relation {
+				continue
+			}
+			o, err := l.ev.caveat(item.Relationship.Caveat)
+			if err != nil {
+				return nil, err
+			}
+			id := item.Relationship.Resource.ID
+			out.put(id, or(out.get(id), o))
+		}
+	}
+	seen := map[[2]string]bool{}
+	for _, a := range r.Allowed {
+		k := [2]string{a.Type, a.Relation}
+		if a.Relation == "" || a.Wildcard || seen[k] {
+			continue
+		}
+		seen[k] = true
+		sub, err := l.relation(ctx, l.ev.s.Definition(a.Type).Relation(a.Relation))
+		if err != nil {
+			return nil, err
+		}
+		sf := &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}
+		if err := l.walkBack(ctx, r.Def.Name, r.Name, sf, sub, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// walkBack reads the relationships of resType#relation whose subjects are among the
+// objects in sub (narrowed by sf) and ORs into out each resource's outcome: the
+// relationship's caveat AND the subject object's outcome.
+func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, out results) error {
+	if len(sub) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(sub))
+	for id := range sub {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	f := store.Filter{ResourceType: resType, Relation: relation, Subject: &store.SubjectFilter{
+		Type: sf.Type, IDs: ids, Relation: sf.Relation, RelationSet: sf.RelationSet}}
+	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
+		if err != nil {
+			return err
+		}
+		x := item.Relationship
+		o := sub.get(x.Subject.Object.ID)
+		if x.Caveat != nil {
+			c, err := l.ev.caveat(x.Caveat)
+			if err != nil {
+				return err
+			}
+			o = and(c, o)
+		}
+		out.put(x.Resource.ID, or(out.get(x.Resource.ID), o))
+	}
+	return nil
+}
+
+func clone(r results) results {
+	out := make(results, len(r))
+	for k, v := range r {
+		out[k] = v
+	}
+	return out
+}

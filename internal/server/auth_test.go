@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func TestAuth(t *testing.T) {
+	ts := start(t, func(c *Config) { c.PresharedKeys = []string{"first-key", testKey} })
+	for _, tc := range []struct {
+		name string
+		key  string
+		code codes.Code
+	}{
+		{"no key", "", codes.Unauthenticated},
+		{"wrong key", "not-the-key", codes.PermissionDenied},
+		{"prefix of a key", testKey[:4], codes.PermissionDenied},
+		{"second configured key", testKey, codes.NotFound}, // authenticated: ReadSchema before any schema
+		{"first configured key", "first-key", codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := dial(t, ts.grpcAddr, tc.key)
+			defer conn.Close()
+			_, err := v1.NewSchemaServiceClient(conn).ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
+			wantCode(t, err, tc.code, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+			stream, err := v1.NewPermissionsServiceClient(conn).ReadRelationships(ctxT(t), &v1.ReadRelationshipsRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: "x"}})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if tc.code != codes.NotFound {
+				wantCode(t, err, tc.code, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+			}
+		})
+	}
+	t.Run("not bearer", func(t *testing.T) {
+		conn := dial(t, ts.grpcAddr, "")
+		defer conn.Close()
+		ctx := metadata.AppendToOutgoingContext(ctxT(t), "authorization", "Basic "+testKey)
+		_, err := v1.NewSchemaServiceClient(conn).ReadSchema(ctx, &v1.ReadSchemaRequest{})
+		wantCode(t, err, codes.Unauthenticated, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	})
+	t.Run("health needs no key", func(t *testing.T) {
+		conn := dial(t, ts.grpcAddr, "")
+		defer conn.Close()
+		for _, svc := range []string{"", "authzed.api.v1.SchemaService", "authzed.api.v1.PermissionsService"} {
+			resp, err := healthpb.NewHealthClient(conn).Check(ctxT(t), &healthpb.HealthCheckRequest{Service: svc})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Errorf("health %q: %v %v", svc, resp, err)
+			}
+		}
+	})
+}
+
+func TestGeneratedKeyAndLoopback(t *testing.T) {
+	ts := start(t, func(c *Config) { c.PresharedKeys = nil })
+	key := ts.srv.GeneratedKey()
+	if len(key) < 16 {
+		t.Fatalf("generated key %q is too short", key)
+	}
+	conn := dial(t, ts.grpcAddr, key)
+	defer conn.Close()
+	_, err := v1.NewSchemaServiceClient(conn).ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
+	wantCode(t, err, codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0"} {
+		_, err := New(Config{GRPCAddr: addr, HTTPAddr: "-"})
+		if err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("New with grpc address %q and no key: %v, want a loopback error", addr, err)
+		}
+	}
+	_, err = New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "0.0.0.0:0"})
+	if err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("New with a public http address and no key: %v", err)
+	}
+	_, err = New(Config{GRPCAddr: "127.0.0.1:0", DatastoreEngine: "postgres", PresharedKeys: []string{"k"}})
+	if err == nil || !strings.Contains(err.Error(), `datastore engine "postgres" is not supported yet`) {
+		t.Errorf("New with postgres: %v", err)
+	}
+}
+
+func TestRequestTooLarge(t *testing.T) {
+	ts := start(t, func(c *Config) { c.MaxRequestBytes = 2048 })
+	_, err := ts.schema.WriteSchema(ctxT(t), &v1.WriteSchemaRequest{Schema: "definition user {}\n// " + strings.Repeat("x", 4096)})
+	st := wantCode(t, err, codes.ResourceExhausted, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if !strings.Contains(st.Message(), "larger than max") {
+		t.Errorf("message %q does not say the request was too large", st.Message())
+	}
+}
+
+func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	unary := recoverUnary(log)
+	_, err := unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) {
+		var m map[string]int
+		m["boom"] = 1 // nil map write panics
+		return nil, nil
+	})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("unary panic: %v, want INTERNAL", err)
+	}
+	stream := recoverStream(log)
+	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("stream panic: %v, want INTERNAL", err)
+	}
+}

@@ -1,0 +1,167 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// Defaults, SpiceDB's where SpiceDB has one, so clients tuned for SpiceDB fit.
+const (
+	DefaultGRPCAddr                    = "127.0.0.1:50051"
+	DefaultHTTPAddr                    = "127.0.0.1:8443"
+	DefaultDatastoreEngine             = "memory"
+	DefaultGCWindow                    = 24 * time.Hour
+	DefaultMaxUpdatesPerWrite          = 1000
+	DefaultMaxPreconditions            = 1000
+	DefaultMaxChecksPerBulk            = 1000
+	DefaultMaxRelationshipContextBytes = 25000
+	DefaultReadRelationshipsLimit      = 1000
+	DefaultMaxDeleteLimit              = 1000
+	DefaultMaxRequestBytes             = 4 << 20
+	DefaultShutdownGrace               = 10 * time.Second
+)
+
+// Config is everything a Server needs. The CLI fills it from flags; zero values mean
+// the defaults above.
+type Config struct {
+	// GRPCAddr is the gRPC listen address; "" means DefaultGRPCAddr. Port 0 picks a free port.
+	GRPCAddr string
+	// HTTPAddr is the HTTP/JSON gateway listen address; "" or "-" disables the gateway.
+	// The CLI's flag default is DefaultHTTPAddr.
+	HTTPAddr string
+	// PresharedKeys are the bearer tokens clients may present. When empty the server
+	// generates one (GeneratedKey) and refuses to listen on anything but loopback.
+	PresharedKeys []string
+
+	// DatastoreEngine names the store backend ("memory").
+	DatastoreEngine string
+	// DatastoreURI is the backend's connection string or directory, when it needs one.
+	DatastoreURI string
+	// Datastore, when set, is used instead of opening DatastoreEngine (embedding, tests).
+	// The server does not close a store it was given.
+	Datastore store.Store
+	// GCWindow is how long old revisions stay readable.
+	GCWindow time.Duration
+
+	// MaxDepth bounds check recursion (0: the engine's default, 50).
+	MaxDepth int
+	// MaxUpdatesPerWrite bounds the updates of one WriteRelationships call.
+	MaxUpdatesPerWrite int
+	// MaxPreconditions bounds the preconditions of one write or delete call.
+	MaxPreconditions int
+	// MaxChecksPerBulk bounds the items of one CheckBulkPermissions call.
+	MaxChecksPerBulk int
+	// MaxRelationshipContextBytes bounds the caveat context stored on one relationship.
+	MaxRelationshipContextBytes int
+	// ReadRelationshipsLimit is the largest optional_limit ReadRelationships accepts.
+	ReadRelationshipsLimit int
+	// MaxDeleteLimit is the largest optional_limit DeleteRelationships accepts.
+	MaxDeleteLimit int
+	// MaxRequestBytes bounds one request message (gRPC and HTTP alike).
+	MaxRequestBytes int
+	// ShutdownGrace is how long Serve waits for in-flight requests when it stops.
+	ShutdownGrace time.Duration
+
+	// Logger receives server logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = DefaultGRPCAddr
+	}
+	if c.HTTPAddr == "-" {
+		c.HTTPAddr = ""
+	}
+	if c.DatastoreEngine == "" {
+		c.DatastoreEngine = DefaultDatastoreEngine
+	}
+	setDefault(&c.GCWindow, DefaultGCWindow)
+	setDefault(&c.MaxUpdatesPerWrite, DefaultMaxUpdatesPerWrite)
+	setDefault(&c.MaxPreconditions, DefaultMaxPreconditions)
+	setDefault(&c.MaxChecksPerBulk, DefaultMaxChecksPerBulk)
+	setDefault(&c.MaxRelationshipContextBytes, DefaultMaxRelationshipContextBytes)
+	setDefault(&c.ReadRelationshipsLimit, DefaultReadRelationshipsLimit)
+	setDefault(&c.MaxDeleteLimit, DefaultMaxDeleteLimit)
+	setDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// Validate reports every problem with c (after defaults), joined.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, len(c.PresharedKeys) == 0))
+	if c.HTTPAddr != "" {
+		errs = append(errs, checkAddr("http address", c.HTTPAddr, len(c.PresharedKeys) == 0))
+	}
+	for i, k := range c.PresharedKeys {
+		if strings.TrimSpace(k) == "" {
+			errs = append(errs, fmt.Errorf("preshared key %d is empty", i+1))
+		}
+	}
+	if c.Datastore == nil && c.DatastoreEngine != "memory" {
+		errs = append(errs, fmt.Errorf("datastore engine %q is not supported yet (supported: memory)", c.DatastoreEngine))
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{
+		{"max depth", int64(c.MaxDepth)},
+		{"gc window", int64(c.GCWindow)},
+		{"max updates per write", int64(c.MaxUpdatesPerWrite)},
+		{"max preconditions", int64(c.MaxPreconditions)},
+		{"max checks per bulk", int64(c.MaxChecksPerBulk)},
+		{"max relationship context bytes", int64(c.MaxRelationshipContextBytes)},
+		{"read relationships limit", int64(c.ReadRelationshipsLimit)},
+		{"max delete limit", int64(c.MaxDeleteLimit)},
+		{"max request bytes", int64(c.MaxRequestBytes)},
+		{"shutdown grace", int64(c.ShutdownGrace)},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", n.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddr validates a listen address; without a preshared key only loopback is
+// allowed, because a generated key printed on one machine protects nothing on a network.
+func checkAddr(what, addr string, loopbackOnly bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %v", what, addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("%s %q: missing port", what, addr)
+	}
+	if loopbackOnly && !isLoopback(host) {
+		return fmt.Errorf("%s %q is not a loopback address: set a preshared key to listen beyond this machine", what, addr)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

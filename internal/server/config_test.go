@@ -1,0 +1,38 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	c := Config{}.WithDefaults()
+	if c.GRPCAddr != DefaultGRPCAddr || c.HTTPAddr != "" || c.DatastoreEngine != "memory" || c.MaxUpdatesPerWrite != 1000 ||
+		c.MaxRelationshipContextBytes != 25000 || c.ReadRelationshipsLimit != 1000 || c.MaxRequestBytes != 4<<20 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MaxDepth: -1}, "max depth must not be negative"},
+		{Config{GRPCAddr: "nonsense"}, `grpc address "nonsense"`},
+		{Config{HTTPAddr: "10.0.0.1:80"}, "not a loopback address"},
+		{Config{PresharedKeys: []string{" "}}, "preshared key 1 is empty"},
+		{Config{DatastoreEngine: "spanner"}, `datastore engine "spanner" is not supported yet`},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want an error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+	if err := (Config{GRPCAddr: "0.0.0.0:50051", HTTPAddr: "[::]:8443", PresharedKeys: []string{"k"}}).Validate(); err != nil {
+		t.Errorf("public addresses with a key: %v", err)
+	}
+	if err := (Config{GRPCAddr: "localhost:0", HTTPAddr: "[::1]:0"}).Validate(); err != nil {
+		t.Errorf("loopback addresses without a key: %v", err)
+	}
+}

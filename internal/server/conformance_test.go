@@ -1,0 +1,143 @@
+package server
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/protobuf/types/known/structpb"
+	"gopkg.in/yaml.v3"
+
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// conformanceFile is one SpiceDB validation file (../shared/conformance/README.md).
+type conformanceFile struct {
+	Schema        string `yaml:"schema"`
+	Relationships string `yaml:"relationships"`
+	Assertions    struct {
+		True     []string `yaml:"assertTrue"`
+		False    []string `yaml:"assertFalse"`
+		Caveated []string `yaml:"assertCaveated"`
+	} `yaml:"assertions"`
+}
+
+// conformanceDir finds ../shared/conformance/spicedb beside the module root.
+func conformanceDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	conf := filepath.Join(dir, "..", "shared", "conformance", "spicedb")
+	if _, err := os.Stat(conf); errors.Is(err, fs.ErrNotExist) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("conformance data %s is missing; CI must have ../shared beside the repository", conf)
+		}
+		t.Skipf("conformance data %s is missing (../shared is not beside the repository); skipping", conf)
+	}
+	return conf
+}
+
+// TestSpiceDBConformance runs every SpiceDB validation file through the gRPC API:
+// write its schema and relationships, then check each assertion.
+func TestSpiceDBConformance(t *testing.T) {
+	dir := conformanceDir(t)
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance files in %s: %v", dir, err)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cf conformanceFile
+			if err := yaml.Unmarshal(raw, &cf); err != nil {
+				t.Fatalf("parsing %s: %v", path, err)
+			}
+			runConformance(t, cf)
+		})
+	}
+}
+
+func runConformance(t *testing.T, cf conformanceFile) {
+	ts := start(t, func(c *Config) { c.HTTPAddr = "" })
+	ts.writeSchema(t, cf.Schema)
+	var updates []*v1.RelationshipUpdate
+	for _, line := range strings.Split(cf.Relationships, "\n") {
+		// Validation files allow blank lines and `//` comment lines between relationships.
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		r, err := rel.Parse(line)
+		if err != nil {
+			t.Fatalf("relationship %q: %v", line, err)
+		}
+		wire, err := relationshipToV1(r)
+		if err != nil {
+			t.Fatalf("relationship %q: %v", line, err)
+		}
+		updates = append(updates, update(v1.RelationshipUpdate_OPERATION_TOUCH, wire))
+	}
+	for len(updates) > 0 {
+		n := min(len(updates), DefaultMaxUpdatesPerWrite)
+		if _, err := ts.perms.WriteRelationships(ctxT(t), &v1.WriteRelationshipsRequest{Updates: updates[:n]}); err != nil {
+			t.Fatalf("WriteRelationships: %v", err)
+		}
+		updates = updates[n:]
+	}
+	for _, group := range []struct {
+		assertions []string
+		want       v1.CheckPermissionResponse_Permissionship
+	}{
+		{cf.Assertions.True, v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION},
+		{cf.Assertions.False, v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION},
+		{cf.Assertions.Caveated, v1.CheckPermissionResponse_PERMISSIONSHIP_CONDITIONAL_PERMISSION},
+	} {
+		for _, a := range group.assertions {
+			got, err := ts.checkAssertion(t, a)
+			if err != nil {
+				t.Errorf("%s: %v", a, err)
+			} else if got != group.want {
+				t.Errorf("%s: got %s, want %s", a, got, group.want)
+			}
+		}
+	}
+}
+
+func (ts *testServer) checkAssertion(t *testing.T, a string) (v1.CheckPermissionResponse_Permissionship, error) {
+	t.Helper()
+	resource, permission, subject, checkCtx, err := rel.ParseCheck(a)
+	if err != nil {
+		t.Fatalf("assertion %q: %v", a, err)
+	}
+	req := &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(),
+		Resource:    objectToV1(resource),
+		Permission:  permission,
+		Subject:     subjectToV1(subject),
+	}
+	if len(checkCtx) > 0 {
+		if req.Context, err = structpb.NewStruct(checkCtx); err != nil {
+			t.Fatalf("assertion %q context: %v", a, err)
+		}
+	}
+	resp, err := ts.perms.CheckPermission(ctxT(t), req)
+	return resp.GetPermissionship(), err
+}

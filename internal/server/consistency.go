@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latch-authz/latch/internal/server/zedtoken"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// revisionFor picks the revision a read runs at. It is the one place consistency is
+// decided: minimize_latency will move to a quantized recent revision here.
+func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revision, error) {
+	switch req := c.GetRequirement().(type) {
+	case *v1.Consistency_AtLeastAsFresh:
+		tok, err := decodeToken(req.AtLeastAsFresh)
+		if err != nil {
+			return 0, err
+		}
+		head, err := s.store.HeadRevision(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return max(head, tok), nil
+	case *v1.Consistency_AtExactSnapshot:
+		return decodeToken(req.AtExactSnapshot)
+	default:
+		// minimize_latency (for now), fully_consistent, and no consistency at all.
+		return s.store.HeadRevision(ctx)
+	}
+}
+
+// readerFor opens a reader at the revision c asks for.
+func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader, error) {
+	rev, err := s.revisionFor(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Reader(ctx, rev)
+}
+
+func decodeToken(t *v1.ZedToken) (store.Revision, error) {
+	rev, err := zedtoken.Decode(t.GetToken())
+	if err != nil {
+		return 0, &invalidTokenError{err}
+	}
+	return rev, nil
+}
+
+func tokenFor(rev store.Revision) *v1.ZedToken {
+	return &v1.ZedToken{Token: zedtoken.Encode(rev)}
+}
+
+// A ReadRelationships cursor pins the revision the first page was read at (so pages
+// agree with each other) and the filter it was issued for (so it cannot resume a
+// different query), around the store's own cursor.
+const cursorVersion = 1
+
+type readCursor struct {
+	rev    store.Revision
+	filter [8]byte
+	after  store.Cursor
+}
+
+func filterHash(f *v1.RelationshipFilter) [8]byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(f)
+	sum := sha256.Sum256(b)
+	var h [8]byte
+	copy(h[:], sum[:])
+	return h
+}
+
+func encodeCursor(c readCursor) *v1.Cursor {
+	buf := []byte{cursorVersion}
+	buf = binary.AppendUvarint(buf, uint64(c.rev))
+	buf = append(buf, c.filter[:]...)
+	buf = append(buf, c.after...)
+	return &v1.Cursor{Token: base64.RawURLEncoding.EncodeToString(buf)}
+}
+
+// decodeCursor parses a cursor and checks it belongs to filter.
+func decodeCursor(c *v1.Cursor, filter *v1.RelationshipFilter) (readCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c.GetToken())
+	if err != nil || len(raw) < 1 {
+		return readCursor{}, &invalidCursorError{"not a cursor issued by this server"}
+	}
+	if raw[0] != cursorVersion {
+		return readCursor{}, &invalidCursorError{"unsupported cursor version"}
+	}
+	rev, n := binary.Uvarint(raw[1:])
+	if n <= 0 || len(raw) < 1+n+8 {
+		return readCursor{}, &invalidCursorError{"truncated cursor"}
+	}
+	var rc readCursor
+	rc.rev = store.Revision(rev)
+	copy(rc.filter[:], raw[1+n:1+n+8])
+	rc.after = store.Cursor(raw[1+n+8:])
+	if rc.filter != filterHash(filter) {
+		return readCursor{}, &invalidCursorError{"the cursor was issued for a different relationship filter"}
+	}
+	return rc, nil
+}

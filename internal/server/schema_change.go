@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// checkSchemaChange refuses a new schema under which stored relationships would be
+// orphaned: their relation (or definition) removed, or the subject type, caveat,
+// wildcard or expiration trait they were written with no longer allowed. Each
+// question is one filtered store query that stops at its first example, and only
+// relations that changed are asked about.
+func checkSchemaChange(ctx context.Context, r store.Reader, old, next *ir.Schema) error {
+	for _, od := range old.Definitions {
+		nd := next.Definition(od.Name)
+		for _, or := range od.Relations {
+			if or.IsPermission() {
+				continue
+			}
+			if err := checkRelationChange(ctx, r, od, or, nd); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkRelationChange(ctx context.Context, r store.Reader, od *ir.Definition, or *ir.Relation, nd *ir.Definition) error {
+	var nr *ir.Relation
+	if nd != nil {
+		nr = nd.Relation(or.Name)
+	}
+	if nr == nil || nr.IsPermission() {
+		ex, err := firstMatch(ctx, r, store.Filter{ResourceType: od.Name, Relation: or.Name}, nil)
+		if err != nil || ex == nil {
+			return err
+		}
+		return removedRelationError(od, or, nd, *ex)
+	}
+	for _, a := range or.Allowed {
+		if allows(nr.Allowed, a) {
+			continue
+		}
+		ex, err := firstMatch(ctx, r, allowedFilter(od.Name, or.Name, a), func(x rel.Relationship) bool { return matchesAllowed(x, a) })
+		if err != nil {
+			return err
+		}
+		if ex != nil {
+			return &schemaChangeError{
+				msg: fmt.Sprintf("cannot remove allowed type `%s` from relation `%s` in definition `%s`: relationship `%s` uses it; delete such relationships first",
+					a.String(), or.Name, od.Name, rel.String(*ex)),
+				meta: map[string]string{"definition_name": od.Name, "relation_name": or.Name, "subject_type": a.String(), "relationship": rel.String(*ex)},
+			}
+		}
+	}
+	return nil
+}
+
+func removedRelationError(od *ir.Definition, or *ir.Relation, nd *ir.Definition, ex rel.Relationship) error {
+	meta := map[string]string{"definition_name": od.Name, "relation_name": or.Name, "relationship": rel.String(ex)}
+	var msg string
+	switch {
+	case nd == nil:
+		msg = fmt.Sprintf("cannot remove definition `%s`: relationship `%s` exists under its relation `%s`; delete such relationships first", od.Name, rel.String(ex), or.Name)
+	case nd.Relation(or.Name) != nil:
+		msg = fmt.Sprintf("cannot turn relation `%s` in definition `%s` into a permission: relationship `%s` exists under it; delete such relationships first", or.Name, od.Name, rel.String(ex))
+	default:
+		msg = fmt.Sprintf("cannot remove relation `%s` from definition `%s`: relationship `%s` exists under it; delete such relationships first", or.Name, od.Name, rel.String(ex))
+	}
+	return &schemaChangeError{msg: msg, meta: meta}
+}
+
+// firstMatch returns the first relationship matching f (and keep, when not nil), or nil.
+func firstMatch(ctx context.Context, r store.Reader, f store.Filter, keep func(rel.Relationship) bool) (*rel.Relationship, error) {
+	limit := 1
+	if keep != nil {
+		limit = 0 // the store cannot filter on caveat or expiration; scan this subject type's slice
+	}
+	for item, err := range r.Query(ctx, f, store.QueryOptions{Limit: limit}) {
+		if err != nil {
+			return nil, err
+		}
+		if keep == nil || keep(item.Relationship) {
+			x := item.Relationship
+			return &x, nil
+		}
+	}
+	return nil, nil
+}
+
+func allows(list []ir.AllowedSubject, a ir.AllowedSubject) bool {
+	for _, b := range list {
+		if b == a {
+			return true
+		}
+	}
+	return false
+}
+
+func allowedFilter(def, relation string, a ir.AllowedSubject) store.Filter {
+	sf := &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}
+	if a.Wildcard {
+		sf.IDs = []string{rel.Wildcard}
+	}
+	return store.Filter{ResourceType: def, Relation: relation, Subject: sf}
+}
+
+// matchesAllowed reports whether x was written under exactly the allowed entry a.
+func matchesAllowed(x rel.Relationship, a ir.AllowedSubject) bool {
+	caveat := ""
+	if x.Caveat != nil {
+		caveat = x.Caveat.Name
+	}
+	return x.Subject.Object.Type == a.Type && x.Subject.Relation == a.Relation &&
+		(x.Subject.Object.ID == rel.Wildcard) == a.Wildcard &&
+		caveat == a.Caveat && (x.Expiration != nil) == a.Expiration
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"strings"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+
+	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// schemaService serves authzed.api.v1.SchemaService.
+type schemaService struct {
+	v1.UnimplementedSchemaServiceServer
+	s *Server
+}
+
+func (ss *schemaService) ReadSchema(ctx context.Context, _ *v1.ReadSchemaRequest) (*v1.ReadSchemaResponse, error) {
+	r, err := ss.s.readerFor(ctx, nil)
+	if err != nil {
+		return nil, ss.s.status(err)
+	}
+	text, err := r.Schema(ctx)
+	if err != nil {
+		return nil, ss.s.status(err)
+	}
+	if text == "" {
+		return nil, ss.s.status(&noSchemaError{})
+	}
+	return &v1.ReadSchemaResponse{SchemaText: text, ReadAt: tokenFor(r.Revision())}, nil
+}
+
+// WriteSchema compiles the schema, then replaces the stored one inside a transaction
+// that first checks no stored relationship would be left without a relation or an
+// allowed subject type to stand on.
+func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaRequest) (*v1.WriteSchemaResponse, error) {
+	compiled, text, err := ss.s.compileForWrite(req.GetSchema())
+	if err != nil {
+		return nil, ss.s.status(err)
+	}
+	rev, err := ss.s.store.WriteSchema(ctx, text, func(ctx context.Context, r store.Reader) error {
+		old, err := ss.s.schemas.at(ctx, r)
+		if err != nil {
+			return err
+		}
+		return checkSchemaChange(ctx, r, old, compiled)
+	})
+	if err != nil {
+		return nil, ss.s.status(err)
+	}
+	return &v1.WriteSchemaResponse{WrittenAt: tokenFor(rev)}, nil
+}
+
+// compileForWrite compiles src and returns the text to store: the canonical form
+// (what ReadSchema returns, as in SpiceDB) when it compiles back, else src itself.
+func (s *Server) compileForWrite(src string) (*ir.Schema, string, error) {
+	if strings.TrimSpace(src) == "" {
+		return s.schemas.empty, "", nil
+	}
+	compiled, err := schema.Compile(src)
+	if err != nil {
+		return nil, "", err
+	}
+	canonical := schema.Format(compiled)
+	if recompiled, err := s.schemas.get(canonical); err == nil {
+		return recompiled, canonical, nil
+	}
+	s.cfg.Logger.Warn("formatted schema does not compile; storing the schema as written")
+	if _, err := s.schemas.get(src); err != nil {
+		return nil, "", err
+	}
+	return compiled, src, nil
+}

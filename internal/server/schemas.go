@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+
+	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// maxCachedSchemas bounds the cache; a server rarely sees more than a couple of schema
+// texts live at once (the current one and the one before a write).
+const maxCachedSchemas = 16
+
+// schemaCache holds compiled schemas by the hash of their text, so a request costs a
+// hash and a map lookup instead of a compile.
+type schemaCache struct {
+	mu      sync.Mutex
+	byHash  map[[sha256.Size]byte]*ir.Schema // guarded by mu
+	order   [][sha256.Size]byte              // guarded by mu; insertion order, for eviction
+	empty   *ir.Schema
+	compile func(string) (*ir.Schema, error)
+}
+
+func newSchemaCache() *schemaCache {
+	return &schemaCache{
+		byHash:  map[[sha256.Size]byte]*ir.Schema{},
+		empty:   ir.NewSchema(nil, nil, nil),
+		compile: schema.Compile,
+	}
+}
+
+// get returns the compiled form of text. The empty text is the empty schema: every
+// definition is unknown, so checks fail the way SpiceDB's do before WriteSchema.
+func (c *schemaCache) get(text string) (*ir.Schema, error) {
+	if text == "" {
+		return c.empty, nil
+	}
+	h := sha256.Sum256([]byte(text))
+	c.mu.Lock()
+	s, ok := c.byHash[h]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := c.compile(text)
+	if err != nil {
+		return nil, err
+	}
+	c.put(h, s)
+	return s, nil
+}
+
+func (c *schemaCache) put(h [sha256.Size]byte, s *ir.Schema) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byHash[h]; ok {
+		return
+	}
+	if len(c.order) >= maxCachedSchemas {
+		delete(c.byHash, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.byHash[h] = s
+	c.order = append(c.order, h)
+}
+
+// at returns the schema in force at r's revision. A stored schema that no longer
+// compiles is a server fault (it compiled when written), so it is not the caller's error.
+func (c *schemaCache) at(ctx context.Context, r store.Reader) (*ir.Schema, error) {
+	text, err := r.Schema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.get(text)
+	if err != nil {
+		return nil, fmt.Errorf("stored schema at revision %d does not compile: %w", r.Revision(), internalError{err})
+	}
+	return s, nil
+}
+
+// internalError hides a lower-layer error from the mapping table, so that it is
+// reported as INTERNAL even when its type would otherwise map to a client error.
+type internalError struct{ err error }
+
+func (e internalError) Error() string { return e.err.Error() }

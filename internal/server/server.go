@@ -1,0 +1,235 @@
+// Package server owns latch's network face: the SpiceDB-compatible authzed.api.v1
+// gRPC services and their HTTP/JSON gateway, preshared-key auth, request validation,
+// panic recovery, and the one table that maps domain errors to gRPC codes and
+// ErrorReasons. It translates wire types to engine and store calls and back, and
+// decides nothing about permissions itself.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/memory"
+)
+
+// Server is a running (or ready to run) latch server. New binds its listeners, so
+// Addrs is known before Serve.
+type Server struct {
+	cfg       Config
+	store     store.Store
+	ownsStore bool
+	engine    *engine.Engine
+	schemas   *schemaCache
+	generated string
+
+	grpc    *grpc.Server
+	health  *health.Server
+	grpcLis net.Listener
+
+	http    *http.Server // nil when the gateway is disabled
+	httpLis net.Listener
+	gwConn  *grpc.ClientConn
+
+	mu     sync.Mutex
+	served bool // guarded by mu
+	closed bool // guarded by mu
+}
+
+// healthServices are reported SERVING while the server runs.
+var healthServices = []string{"", v1.SchemaService_ServiceDesc.ServiceName, v1.PermissionsService_ServiceDesc.ServiceName}
+
+// New validates cfg, opens the datastore and binds the listeners. Call Serve to run
+// the server, or Close to release what New acquired without serving.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, engine: engine.New(engine.Config{MaxDepth: cfg.MaxDepth}), schemas: newSchemaCache()}
+	keys := cfg.PresharedKeys
+	if len(keys) == 0 {
+		s.generated = generateKey()
+		keys = []string{s.generated}
+	}
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	if err := s.listen(keys); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) openStore() error {
+	if s.cfg.Datastore != nil {
+		s.store = s.cfg.Datastore
+		return nil
+	}
+	switch s.cfg.DatastoreEngine {
+	case "memory":
+		s.store = memory.New(memory.Options{GCWindow: s.cfg.GCWindow})
+		s.ownsStore = true
+		return nil
+	default:
+		return fmt.Errorf("datastore engine %q is not supported yet", s.cfg.DatastoreEngine)
+	}
+}
+
+func (s *Server) listen(keys []string) error {
+	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listening for gRPC on %s: %w", s.cfg.GRPCAddr, err)
+	}
+	s.grpcLis = lis
+	s.grpc = s.newGRPCServer(keys)
+	if s.cfg.HTTPAddr == "" {
+		return nil
+	}
+	hl, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listening for HTTP on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.httpLis = hl
+	return s.newGateway()
+}
+
+func (s *Server) newGRPCServer(keys []string) *grpc.Server {
+	auth := newAuthenticator(keys)
+	g := grpc.NewServer(
+		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
+		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), auth.unary, validateUnary),
+		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), auth.stream, validateStream),
+	)
+	v1.RegisterPermissionsServiceServer(g, &permissionsService{s: s})
+	v1.RegisterSchemaServiceServer(g, &schemaService{s: s})
+	s.health = health.NewServer()
+	for _, name := range healthServices {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
+	return g
+}
+
+// Addrs returns the bound gRPC address and the HTTP gateway address ("" when disabled).
+func (s *Server) Addrs() (grpcAddr, httpAddr string) {
+	grpcAddr = s.grpcLis.Addr().String()
+	if s.httpLis != nil {
+		httpAddr = s.httpLis.Addr().String()
+	}
+	return grpcAddr, httpAddr
+}
+
+// GeneratedKey returns the preshared key generated because none was configured, or "".
+func (s *Server) GeneratedKey() string { return s.generated }
+
+// Serve runs the server until ctx is done or a listener fails, then stops gracefully:
+// health turns NOT_SERVING, in-flight requests get ShutdownGrace to finish, and
+// everything New acquired is released. It returns nil after a clean stop.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.served || s.closed {
+		s.mu.Unlock()
+		return errors.New("server: Serve called twice or after Close")
+	}
+	s.served = true
+	s.mu.Unlock()
+
+	errc := make(chan error, 2)
+	running := 1
+	go func() { errc <- s.grpc.Serve(s.grpcLis) }()
+	if s.http != nil {
+		running++
+		go func() { errc <- ignoreClosed(s.http.Serve(s.httpLis)) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		running--
+	}
+	s.shutdown()
+	for ; running > 0; running-- {
+		if e := <-errc; err == nil {
+			err = ignoreClosed(e)
+		}
+	}
+	return err
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// shutdown stops serving, waiting up to ShutdownGrace for requests in flight.
+func (s *Server) shutdown() {
+	s.health.Shutdown()
+	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if s.http != nil {
+		if err := s.http.Shutdown(grace); err != nil {
+			_ = s.http.Close()
+		}
+	}
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-grace.Done():
+		s.grpc.Stop()
+		<-stopped
+	}
+	s.Close()
+}
+
+// Close releases the listeners, the gateway's connection and a store the server
+// opened. Serve calls it; call it yourself only when Serve was never called.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if !s.served {
+		if s.grpc != nil {
+			s.grpc.Stop()
+		}
+		if s.grpcLis != nil {
+			_ = s.grpcLis.Close()
+		}
+		if s.httpLis != nil {
+			_ = s.httpLis.Close()
+		}
+	}
+	if s.gwConn != nil {
+		_ = s.gwConn.Close()
+	}
+	if s.ownsStore && s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.cfg.Logger.Warn("closing datastore", "err", err)
+		}
+	}
+}
+
+// status maps err through the error table.
+func (s *Server) status(err error) error { return toStatus(s.cfg.Logger, err) }

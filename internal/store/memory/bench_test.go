@@ -1,0 +1,200 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/memory"
+)
+
+const (
+	benchRels      = 1_000_000
+	benchPerDoc    = 10
+	benchUsers     = 100_000
+	benchGroups    = 5_000
+	benchBatchSize = 10_000
+)
+
+// benchRelationship returns the i-th relationship of the benchmark data set: documents
+// with ten relationships each (viewers, editors, an owner, some group members as
+// viewers), subjects drawn from a hundred thousand users.
+func benchRelationship(rnd *rand.Rand, i int) rel.Relationship {
+	r := rel.Relationship{Resource: rel.ObjectRef{Type: "document", ID: fmt.Sprint("doc-", i/benchPerDoc)}}
+	switch i % benchPerDoc {
+	case 0:
+		r.Relation = "owner"
+	case 1, 2:
+		r.Relation = "editor"
+	default:
+		r.Relation = "viewer"
+	}
+	if i%benchPerDoc == 9 {
+		r.Subject = rel.SubjectRef{Object: rel.ObjectRef{Type: "group", ID: fmt.Sprint("group-", rnd.IntN(benchGroups))}, Relation: "member"}
+	} else {
+		// Unique per document: the slot index keeps two draws from colliding.
+		r.Subject = rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("user-", (rnd.IntN(benchUsers/benchPerDoc)*benchPerDoc)+i%benchPerDoc)}}
+	}
+	return r
+}
+
+// load writes n benchmark relationships in batches.
+func load(tb testing.TB, s *memory.Store, n int) {
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	batch := make([]store.Update, 0, benchBatchSize)
+	for i := range n {
+		batch = append(batch, store.Update{Op: store.Touch, Relationship: benchRelationship(rnd, i)})
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := s.Write(ctx, nil, batch, nil); err != nil {
+				tb.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkLoad1M loads a million relationships and reports the heap they occupy.
+func BenchmarkLoad1M(b *testing.B) {
+	b.ReportAllocs()
+	var perRel float64
+	for b.Loop() {
+		before := heapAlloc()
+		s := memory.New(memory.Options{GCInterval: -1})
+		load(b, s, benchRels)
+		after := heapAlloc()
+		perRel = float64(after-before) / benchRels
+		if st := s.Stats(); st.Live != benchRels {
+			b.Fatalf("loaded %d relationships, want %d", st.Live, benchRels)
+		}
+		runtime.KeepAlive(s)
+		_ = s.Close()
+	}
+	b.ReportMetric(perRel, "bytes/rel")
+}
+
+var (
+	benchOnce   sync.Once
+	benchReader store.Reader
+)
+
+func benchStore(b *testing.B) store.Reader {
+	benchOnce.Do(func() {
+		s := memory.New(memory.Options{GCInterval: -1})
+		load(b, s, benchRels)
+		rev, err := s.HeadRevision(context.Background())
+		if err == nil {
+			benchReader, err = s.Reader(context.Background(), rev)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	return benchReader
+}
+
+func drain(b *testing.B, r store.Reader, f store.Filter) int {
+	n := 0
+	for _, err := range r.Query(context.Background(), f, store.QueryOptions{}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+func docIDs(rnd *rand.Rand, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint("doc-", rnd.IntN(benchRels/benchPerDoc))
+	}
+	return ids
+}
+
+// BenchmarkQueryCheck is the engine's direct check: does a user (or the wildcard) hold
+// a relation on any of a batch of documents.
+func BenchmarkQueryCheck(b *testing.B) {
+	r := benchStore(b)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	filters := make([]store.Filter, 1024)
+	for i := range filters {
+		filters[i] = store.Filter{ResourceType: "document", ResourceIDs: docIDs(rnd, 10), Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: []string{fmt.Sprint("user-", rnd.IntN(benchUsers)), rel.Wildcard}}}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		drain(b, r, filters[i%len(filters)])
+		i++
+	}
+}
+
+// BenchmarkQueryForward reads every relationship of a batch of ten documents.
+func BenchmarkQueryForward(b *testing.B) {
+	r := benchStore(b)
+	rnd := rand.New(rand.NewPCG(5, 6))
+	filters := make([]store.Filter, 1024)
+	for i := range filters {
+		filters[i] = store.Filter{ResourceType: "document", ResourceIDs: docIDs(rnd, 10)}
+	}
+	b.ReportAllocs()
+	i, n := 0, 0
+	for b.Loop() {
+		n += drain(b, r, filters[i%len(filters)])
+		i++
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "rels/op")
+}
+
+// BenchmarkQueryReverse finds the documents a user views, as lookups do.
+func BenchmarkQueryReverse(b *testing.B) {
+	r := benchStore(b)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	filters := make([]store.Filter, 1024)
+	for i := range filters {
+		filters[i] = store.Filter{ResourceType: "document", Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: []string{fmt.Sprint("user-", rnd.IntN(benchUsers))}, RelationSet: true}}
+	}
+	b.ReportAllocs()
+	i, n := 0, 0
+	for b.Loop() {
+		n += drain(b, r, filters[i%len(filters)])
+		i++
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "rels/op")
+}
+
+// BenchmarkQueryScanPage reads a type page by page, as exports do.
+func BenchmarkQueryScanPage(b *testing.B) {
+	r := benchStore(b)
+	f := store.Filter{ResourceType: "document"}
+	var after store.Cursor
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for item, err := range r.Query(context.Background(), f, store.QueryOptions{Limit: 1000, After: after}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			after = item.Cursor
+			n++
+		}
+		if n < 1000 {
+			after = ""
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package memory
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// gcChunk bounds the records freed under one hold of the lock, so that collecting a
+// day of deletions does not stall readers.
+const gcChunk = 8192
+
+// GC frees what no retained revision can read as of time now and returns the number
+// of record versions it freed. A revision stays retained until the write that
+// superseded it is older than the GC window; relationships that expired longer ago
+// than the window are freed too (reads hide them already; only a reader asking for
+// expired relationships could tell). The background collector calls this; tests call
+// it with a chosen time.
+func (s *Store) GC(now time.Time) int {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	nowNs := now.UnixNano()
+	cutoff := nowNs - int64(s.opts.GCWindow)
+	s.mu.Lock()
+	s.advanceOldestLocked(cutoff)
+	s.mu.Unlock()
+	freed := 0
+	for {
+		s.mu.Lock()
+		victims := s.victimsLocked(cutoff)
+		if len(victims) > 0 {
+			s.unlinkLocked(victims)
+			s.freeLocked(victims)
+		}
+		s.mu.Unlock()
+		freed += len(victims)
+		if len(victims) < gcChunk {
+			return freed
+		}
+	}
+}
+
+// advanceOldestLocked moves the oldest retained revision to the first one still
+// current after cutoff, and drops history older than it.
+func (s *Store) advanceOldestLocked(cutoff int64) {
+	// Revision oldest+i is retained when it is the head or its successor, committed at
+	// commits[i+1], is younger than the cutoff.
+	n := int(s.head - s.oldest)
+	i := sort.Search(n, func(i int) bool { return s.commits[i+1] > cutoff })
+	if i == 0 {
+		return
+	}
+	s.oldest += uint64(i)
+	s.commits = slices.Clone(s.commits[i:])
+	j := 0
+	for j+1 < len(s.schemas) && s.schemas[j+1].rev <= s.oldest {
+		j++
+	}
+	s.schemas = slices.Clone(s.schemas[j:])
+}
+
+// victimsLocked picks up to gcChunk records to free and marks them (created = 0):
+// versions ended at or before the oldest retained revision, and live relationships
+// that expired at or before cutoff.
+func (s *Store) victimsLocked(cutoff int64) []uint32 {
+	var victims []uint32
+	n := 0
+	for ; n < len(s.ended) && len(victims) < gcChunk; n++ {
+		idx := s.ended[n]
+		if s.recs.at(idx).deleted > s.oldest {
+			break
+		}
+		s.recs.at(idx).created = 0
+		victims = append(victims, idx)
+	}
+	s.ended = s.ended[n:]
+	for len(s.expiring) > 0 && s.expiring[0].at <= cutoff && len(victims) < gcChunk {
+		e := s.expiring.pop()
+		r := s.recs.at(e.rec)
+		// Skip entries whose record was deleted (its slot may even hold another record).
+		if r.created != 0 && r.deleted == liveRev && r.expires == e.at {
+			r.created = 0
+			s.live--
+			victims = append(victims, e.rec)
+		}
+	}
+	return victims
+}
+
+// unlinkLocked removes marked records from every chain that holds them.
+func (s *Store) unlinkLocked(victims []uint32) {
+	fkeys := map[fwdKey]struct{}{}
+	rkeys := map[revKey]struct{}{}
+	ekeys := map[exactKey]struct{}{}
+	for _, idx := range victims {
+		r := s.recs.at(idx)
+		fkeys[r.fwdKey()] = struct{}{}
+		rkeys[r.revKey()] = struct{}{}
+		ekeys[r.exactKey()] = struct{}{}
+	}
+	for k := range fkeys {
+		c := s.relink(s.fwd[k].head, func(r *record) *uint32 { return &r.fwdNext })
+		if c.n == 0 {
+			delete(s.fwd, k)
+			if t := s.types[k.resType]; t != nil && !s.hasOtherChainLocked(t, k.resType, k.resID, k.relation) {
+				t.ids.remove(s.in, k.resID)
+			}
+		} else {
+			s.fwd[k] = c
+		}
+	}
+	for k := range rkeys {
+		if c := s.relink(s.rev[k].head, func(r *record) *uint32 { return &r.revNext }); c.n == 0 {
+			delete(s.rev, k)
+		} else {
+			s.rev[k] = c
+		}
+	}
+	for k := range ekeys {
+		if c := s.relink(s.exact.get(&s.recs, k), func(r *record) *uint32 { return &r.older }); c.n == 0 {
+			s.exact.del(&s.recs, k)
+		} else {
+			s.exact.set(&s.recs, k, c.head)
+		}
+	}
+}
+
+// relink rebuilds the list starting at head without its marked records, following
+// and rewriting the link that next selects, and returns the new head and length.
+func (s *Store) relink(head uint32, next func(*record) *uint32) chain {
+	var out chain
+	var prev uint32
+	for idx := head; idx != 0; {
+		r := s.recs.at(idx)
+		following := *next(r)
+		if r.created != 0 {
+			if prev == 0 {
+				out.head = idx
+			} else {
+				*next(s.recs.at(prev)) = idx
+			}
+			prev = idx
+			out.n++
+		}
+		idx = following
+	}
+	if prev != 0 {
+		*next(s.recs.at(prev)) = 0
+	}
+	return out
+}
+
+// freeLocked drops the marked records from the type catalogue, releases their symbols
+// and caveats, and puts their slots up for reuse.
+func (s *Store) freeLocked(victims []uint32) {
+	var unused []sym
+	touched := map[sym]struct{}{}
+	for _, idx := range victims {
+		r := s.recs.at(idx)
+		if t := s.types[r.resType]; t != nil {
+			t.rels = dropCount(t.rels, r.relation)
+		}
+		if t := s.types[r.subjType]; t != nil {
+			t.srels = dropCount(t.srels, r.subjRel)
+		}
+		touched[r.resType], touched[r.subjType] = struct{}{}, struct{}{}
+		for _, x := range [...]sym{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel} {
+			if s.in.release(x) {
+				unused = append(unused, x)
+			}
+		}
+		s.cav.release(r.caveat)
+		*r = record{}
+		s.freeRecs = append(s.freeRecs, idx)
+	}
+	for t := range touched {
+		if info := s.types[t]; info != nil && info.empty() {
+			delete(s.types, t)
+		}
+	}
+	s.in.reclaim(unused)
+}

@@ -1,0 +1,183 @@
+package memory
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// checkInvariants verifies that every index agrees with the records: each record is in
+// exactly the chains its fields name, chain lengths and catalogue counts are exact, the
+// id lists hold exactly the resources with chains, and symbol reference counts equal
+// the records' uses.
+func checkInvariants(t *testing.T, s *Store) {
+	t.Helper()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.invariantsLocked(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Store) invariantsLocked() error {
+	free := map[uint32]bool{}
+	for _, idx := range s.freeRecs {
+		if *s.recs.at(idx) != (record{}) {
+			return fmt.Errorf("free slot %d is not zeroed", idx)
+		}
+		free[idx] = true
+	}
+	inUse := func(idx uint32) bool { return idx != 0 && !free[idx] }
+	seenFwd, seenRev, seenVer := map[uint32]int{}, map[uint32]int{}, map[uint32]int{}
+	if err := s.checkFwdLocked(seenFwd); err != nil {
+		return err
+	}
+	for k, c := range s.rev {
+		n := uint32(0)
+		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
+			if !inUse(idx) || s.recs.at(idx).revKey() != k {
+				return fmt.Errorf("reverse chain %v holds record %d (%+v)", k, idx, *s.recs.at(idx))
+			}
+			seenRev[idx]++
+			n++
+		}
+		if n != c.n || n == 0 {
+			return fmt.Errorf("reverse chain %v has %d records, says %d", k, n, c.n)
+		}
+	}
+	heads := slices.Collect(maps.Values(s.exact.byHash))
+	heads = append(heads, slices.Collect(maps.Values(s.exact.overflow))...)
+	for _, head := range heads {
+		k := s.recs.at(head).exactKey()
+		if s.exact.get(&s.recs, k) != head {
+			return fmt.Errorf("exact index maps key %v to %d, holds %d", k, s.exact.get(&s.recs, k), head)
+		}
+		prevCreated := uint64(liveRev)
+		for idx := head; idx != 0; idx = s.recs.at(idx).older {
+			r := *s.recs.at(uint32(idx))
+			if !inUse(idx) || r.exactKey() != k || r.created >= prevCreated && prevCreated != liveRev || r.deleted > prevCreated && prevCreated != liveRev {
+				return fmt.Errorf("version chain %v holds record %d (%+v) out of order", k, idx, r)
+			}
+			prevCreated = r.created
+			seenVer[idx]++
+		}
+	}
+	live := 0
+	refs := make([]uint32, len(s.in.refs))
+	refs[0] = 1
+	for idx := 1; idx < s.recs.len(); idx++ {
+		if free[uint32(idx)] {
+			continue
+		}
+		r := *s.recs.at(uint32(idx))
+		if seenFwd[uint32(idx)] != 1 || seenRev[uint32(idx)] != 1 || seenVer[uint32(idx)] != 1 {
+			return fmt.Errorf("record %d (%+v) is in %d forward, %d reverse, %d version chains; want 1 each",
+				idx, r, seenFwd[uint32(idx)], seenRev[uint32(idx)], seenVer[uint32(idx)])
+		}
+		if r.deleted == liveRev {
+			live++
+		}
+		for _, x := range [...]sym{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel} {
+			if x != 0 {
+				refs[x]++
+			}
+		}
+	}
+	if live != s.live {
+		return fmt.Errorf("%d live records, store counts %d", live, s.live)
+	}
+	if !slices.Equal(refs, s.in.refs) {
+		return fmt.Errorf("symbol reference counts disagree with the records")
+	}
+	return s.checkCatalogueLocked()
+}
+
+// checkFwdLocked checks the forward chains and counts each record's appearances.
+func (s *Store) checkFwdLocked(seen map[uint32]int) error {
+	for k, c := range s.fwd {
+		n := uint32(0)
+		for idx := c.head; idx != 0; idx = s.recs.at(idx).fwdNext {
+			if s.recs.at(idx).fwdKey() != k || s.recs.at(idx).created == 0 {
+				return fmt.Errorf("forward chain %v holds record %d (%+v)", k, idx, *s.recs.at(idx))
+			}
+			seen[idx]++
+			n++
+		}
+		if n != c.n || n == 0 {
+			return fmt.Errorf("forward chain %v has %d records, says %d", k, n, c.n)
+		}
+	}
+	return nil
+}
+
+// checkCatalogueLocked recomputes the type catalogue from the records and compares.
+func (s *Store) checkCatalogueLocked() error {
+	rels := map[[2]sym]uint32{}
+	srels := map[[2]sym]uint32{}
+	ids := map[sym]map[sym]bool{}
+	for idx := 1; idx < s.recs.len(); idx++ {
+		r := *s.recs.at(uint32(idx))
+		if r.created == 0 {
+			continue
+		}
+		rels[[2]sym{r.resType, r.relation}]++
+		srels[[2]sym{r.subjType, r.subjRel}]++
+		if ids[r.resType] == nil {
+			ids[r.resType] = map[sym]bool{}
+		}
+		ids[r.resType][r.resID] = true
+	}
+	for typ, info := range s.types {
+		if info.empty() {
+			return fmt.Errorf("type %q has an empty catalogue entry", s.in.str(typ))
+		}
+		if err := s.checkCounts(typ, info.rels, rels); err != nil {
+			return err
+		}
+		if err := s.checkCounts(typ, info.srels, srels); err != nil {
+			return err
+		}
+		var list []string
+		for _, ch := range info.ids.chunks {
+			if len(ch) == 0 || len(ch) > chunkMax {
+				return fmt.Errorf("type %q has an id chunk of %d", s.in.str(typ), len(ch))
+			}
+			for _, id := range ch {
+				list = append(list, s.in.str(id))
+				if !ids[typ][id] {
+					return fmt.Errorf("type %q lists id %q without records", s.in.str(typ), s.in.str(id))
+				}
+			}
+		}
+		if len(list) != len(ids[typ]) || len(list) != info.ids.len() || !slices.IsSorted(list) {
+			return fmt.Errorf("type %q lists ids %q; records have %d", s.in.str(typ), list, len(ids[typ]))
+		}
+	}
+	if len(rels) != countEntries(s.types, func(t *typeInfo) int { return len(t.rels) }) ||
+		len(srels) != countEntries(s.types, func(t *typeInfo) int { return len(t.srels) }) {
+		return fmt.Errorf("catalogue misses relations the records use")
+	}
+	return nil
+}
+
+func (s *Store) checkCounts(typ sym, list []symCount, want map[[2]sym]uint32) error {
+	if !slices.IsSortedFunc(list, func(a, b symCount) int { return strings.Compare(s.in.str(a.s), s.in.str(b.s)) }) {
+		return fmt.Errorf("type %q relations are not sorted", s.in.str(typ))
+	}
+	for _, c := range list {
+		if want[[2]sym{typ, c.s}] != c.n {
+			return fmt.Errorf("type %q relation %q counted %d, records have %d", s.in.str(typ), s.in.str(c.s), c.n, want[[2]sym{typ, c.s}])
+		}
+	}
+	return nil
+}
+
+func countEntries(types map[sym]*typeInfo, f func(*typeInfo) int) int {
+	n := 0
+	for _, t := range types {
+		n += f(t)
+	}
+	return n
+}

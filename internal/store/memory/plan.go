@@ -1,0 +1,248 @@
+package memory
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// groupPlan walks (resource type, resource id, relation) groups in key order: the
+// filter's resource ids when it lists some, otherwise every id of each type from the
+// type's sorted id list. Each group is answered from its forward chain or, when the
+// filter names few subjects, by exact lookups of each possible key. The walk resumes
+// by string, not by position, so writes between batches cannot derail it.
+type groupPlan struct {
+	ti     int   // index into query.types
+	inType bool  // rels and the first resource of the current type are set
+	rels   []sym // relations of the current type to visit, by string
+	li     int   // index into rels of the next group's relation
+
+	ri int // listed ids: index into query.ridsByStr
+
+	rid    sym // scanned ids: the current resource
+	ridStr string
+	c, i   int  // its position in the type's idList, valid while posOK
+	posOK  bool // false after the lock was released: positions may have moved
+
+	scratch    []uint32
+	scratchBuf [16]uint32
+}
+
+func (p *groupPlan) fill(q *query, out *[]rel.Relationship, want int) bool {
+	p.posOK = false
+	if p.scratch == nil {
+		p.scratch = p.scratchBuf[:0]
+	}
+	for groups := 0; groups < batchGroups && len(*out) < want; groups++ {
+		k, ok := p.next(q)
+		if !ok {
+			return true
+		}
+		p.scratch = q.collectGroupLocked(k, out, p.scratch)
+	}
+	return false
+}
+
+// next returns the next group to visit.
+func (p *groupPlan) next(q *query) (fwdKey, bool) {
+	for p.ti < len(q.types) {
+		t := q.types[p.ti]
+		ok := true
+		switch {
+		case !p.inType:
+			ok = p.enterType(q, t)
+		case p.li >= len(p.rels):
+			ok = p.nextResource(q, t)
+			p.li = 0
+		}
+		if !ok {
+			p.ti++
+			p.inType = false
+			continue
+		}
+		p.li++
+		return fwdKey{t, p.resource(q), p.rels[p.li-1]}, true
+	}
+	return fwdKey{}, false
+}
+
+func (p *groupPlan) enterType(q *query, t sym) bool {
+	p.rels = q.relationsLocked(t)
+	if len(p.rels) == 0 {
+		return false
+	}
+	p.inType, p.li = true, 0
+	if q.ridsByStr != nil {
+		p.ri = -1
+		return p.nextResource(q, t)
+	}
+	start := q.f.ResourceIDPrefix
+	if a := q.after; a != nil && a.ResourceType == q.s.in.str(t) && a.ResourceID > start {
+		start = a.ResourceID
+	}
+	info := q.s.types[t]
+	p.c, p.i = info.ids.seek(q.s.in, start)
+	p.posOK = true
+	return p.settle(q, info)
+}
+
+// nextResource moves to the type's next resource id that the filter allows.
+func (p *groupPlan) nextResource(q *query, t sym) bool {
+	if q.ridsByStr != nil {
+		for p.ri++; p.ri < len(q.ridsByStr); p.ri++ {
+			if strings.HasPrefix(q.s.in.str(q.ridsByStr[p.ri]), q.f.ResourceIDPrefix) {
+				return true
+			}
+		}
+		return false
+	}
+	info := q.s.types[t]
+	if info == nil {
+		return false
+	}
+	if !p.posOK {
+		p.c, p.i = info.ids.seek(q.s.in, p.ridStr)
+		p.posOK = true
+		if id, ok := info.ids.at(p.c, p.i); !ok || id != p.rid {
+			return p.settle(q, info) // rid itself was removed: this is already the next one
+		}
+	}
+	p.c, p.i = info.ids.step(p.c, p.i)
+	return p.settle(q, info)
+}
+
+// settle makes the id at the current position the current resource, if it is there
+// and has the filter's prefix.
+func (p *groupPlan) settle(q *query, info *typeInfo) bool {
+	id, ok := info.ids.at(p.c, p.i)
+	if !ok || !info.ids.hasPrefix(q.s.in, p.c, p.i, q.f.ResourceIDPrefix) {
+		return false
+	}
+	p.rid, p.ridStr = id, q.s.in.str(id)
+	return true
+}
+
+func (p *groupPlan) resource(q *query) sym {
+	if q.ridsByStr != nil {
+		return q.ridsByStr[p.ri]
+	}
+	return p.rid
+}
+
+// collectGroupLocked appends the group's matches after the cursor, in key order.
+func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []uint32) []uint32 {
+	s := q.s
+	if q.after != nil {
+		c := compareGroup(s.in, k, q.after)
+		if c < 0 {
+			return scratch
+		}
+		if c > 0 {
+			q.after = nil
+		}
+	}
+	ch, ok := s.fwd[k]
+	if !ok {
+		return scratch
+	}
+	idxs := scratch[:0]
+	if q.exact && len(q.sidsByStr)*len(q.srels) < int(ch.n) {
+		idxs = q.exactGroupLocked(k, idxs)
+	} else {
+		for idx := ch.head; idx != 0; idx = s.recs.at(idx).fwdNext {
+			if q.matchLocked(idx, false) {
+				idxs = append(idxs, idx)
+			}
+		}
+		if len(idxs) > 1 {
+			slices.SortFunc(idxs, s.compareSubjects)
+		}
+	}
+	for _, idx := range idxs {
+		x := s.materializeLocked(s.recs.at(idx))
+		if q.afterCursor(x.Key()) {
+			*out = append(*out, x)
+		}
+	}
+	return idxs
+}
+
+// exactGroupLocked looks up every key the group could hold for the filter's subjects,
+// in key order.
+func (q *query) exactGroupLocked(k fwdKey, idxs []uint32) []uint32 {
+	for _, sid := range q.sidsByStr {
+		for _, srel := range q.srels {
+			e := exactKey{k.resType, k.resID, k.relation, q.st, sid, srel}
+			if idx := q.s.versionAtLocked(e, q.rev); idx != 0 && q.matchLocked(idx, false) {
+				idxs = append(idxs, idx)
+			}
+		}
+	}
+	return idxs
+}
+
+// compareSubjects orders two records of one group by subject type, id and relation.
+func (s *Store) compareSubjects(a, b uint32) int {
+	ra, rb := s.recs.at(a), s.recs.at(b)
+	in := s.in
+	if c := strings.Compare(in.str(ra.subjType), in.str(rb.subjType)); c != 0 {
+		return c
+	}
+	if c := strings.Compare(in.str(ra.subjID), in.str(rb.subjID)); c != 0 {
+		return c
+	}
+	return strings.Compare(in.str(ra.subjRel), in.str(rb.subjRel))
+}
+
+// compareGroup compares a group with the resource part of a cursor key.
+func compareGroup(in *interner, k fwdKey, after *rel.Key) int {
+	if c := strings.Compare(in.str(k.resType), after.ResourceType); c != 0 {
+		return c
+	}
+	if c := strings.Compare(in.str(k.resID), after.ResourceID); c != 0 {
+		return c
+	}
+	return strings.Compare(in.str(k.relation), after.Relation)
+}
+
+// reversePlan walks the reverse chains of the filter's subjects. Their records come in
+// no useful order, so it gathers every match (a lock hold at a time), sorts them, and
+// hands them over in one batch.
+type reversePlan struct {
+	keys []revKey
+	ki   int
+	acc  []rel.Relationship
+}
+
+// reverseBatch bounds the records visited under one hold of the read lock.
+const reverseBatch = 4096
+
+func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
+	s := q.s
+	for visited := 0; p.ki < len(p.keys) && visited < reverseBatch; p.ki++ {
+		for idx := s.rev[p.keys[p.ki]].head; idx != 0; idx = s.recs.at(idx).revNext {
+			visited++
+			if !q.matchLocked(idx, true) {
+				continue
+			}
+			x := s.materializeLocked(s.recs.at(idx))
+			if q.after == nil || store.CompareKeys(x.Key(), *q.after) > 0 {
+				p.acc = append(p.acc, x)
+			}
+		}
+	}
+	if p.ki < len(p.keys) {
+		return false
+	}
+	slices.SortFunc(p.acc, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
+	// Everything goes out in this one batch, so the cap is the query's limit, not the
+	// batch size.
+	if q.limit > 0 && len(p.acc) > q.limit {
+		p.acc = p.acc[:q.limit]
+	}
+	*out = append(*out, p.acc...)
+	p.acc = nil
+	return true
+}

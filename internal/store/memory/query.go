@@ -1,0 +1,386 @@
+package memory
+
+import (
+	"context"
+	"iter"
+	"slices"
+	"strings"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+const (
+	// batchItems is how many results a query gathers under one hold of the read lock
+	// before it lets go and yields them; the lock is never held while the caller runs.
+	batchItems = 256
+	// batchGroups bounds the index lookups made under one hold of the read lock, so
+	// a scan that finds little does not keep writers waiting.
+	batchGroups = 1024
+)
+
+// Query yields the relationships matching f at the reader's revision, in key order.
+func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
+	return func(yield func(store.Item, error) bool) {
+		q, err := r.s.newQuery(ctx, r.rev, f, opts)
+		if err != nil {
+			yield(store.Item{}, err)
+			return
+		}
+		q.run(ctx, yield)
+	}
+}
+
+// query is one Query call: its filter resolved to symbols and the plan that walks the
+// indexes. Symbol slices named *ByStr are sorted by string (key order); those named
+// *Set are sorted by symbol, for membership tests.
+type query struct {
+	s     *Store
+	rev   uint64
+	now   int64
+	f     store.Filter
+	limit int
+	codec store.CursorCodec
+	after *rel.Key // resume strictly after this key; nil once passed
+
+	empty     bool  // the filter names a string never stored: nothing matches
+	rt        sym   // the filter's resource type, when it has one
+	types     []sym // resource types to visit, by string
+	ridsByStr []sym // resource ids by string; nil: any id
+	ridSet    []sym
+	relation  sym
+	anyRel    bool
+	subj      bool // a subject filter is given
+	st        sym
+	anySt     bool
+	sidsByStr []sym
+	sidSet    []sym
+	srels     []sym // subject relations to try in exact lookups, by string
+	srel      sym
+	anySrel   bool
+	exact     bool // the exact index can answer groups: subject type and ids are given
+
+	plan interface {
+		fill(q *query, out *[]rel.Relationship, max int) (done bool)
+	}
+
+	// Storage for the common small cases, so that a typical check allocates little.
+	group    groupPlan
+	typeBuf  [1]sym
+	relBuf   [1]sym
+	srelBuf  [4]sym
+	revBuf   [4]revKey
+	batchBuf [4]rel.Relationship
+}
+
+// newQuery decodes the cursor, resolves the filter and chooses a plan.
+func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions) (*query, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q := &query{s: s, rev: rev, now: s.opts.Now().UnixNano(), f: f, limit: max(opts.Limit, 0), codec: store.NewCursorCodec(f)}
+	if opts.After != "" {
+		k, err := q.codec.Decode(opts.After)
+		if err != nil {
+			return nil, err
+		}
+		q.after = &k
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if rev < s.oldest {
+		return nil, store.ErrRevisionGone
+	}
+	q.resolveLocked()
+	if !q.empty {
+		q.planLocked()
+	}
+	return q, nil
+}
+
+// run gathers batches under the read lock and yields them without it.
+func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
+	if q.empty {
+		return
+	}
+	batch := q.batchBuf[:0]
+	emitted := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			yield(store.Item{}, err)
+			return
+		}
+		batch = batch[:0]
+		done, err := q.fill(&batch, emitted)
+		if err != nil {
+			yield(store.Item{}, err)
+			return
+		}
+		for _, x := range batch {
+			if !yield(store.Item{Relationship: x, Cursor: q.codec.Encode(x.Key())}, nil) {
+				return
+			}
+			if emitted++; emitted == q.limit {
+				return
+			}
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// fill runs the plan for one batch under the read lock.
+func (q *query) fill(out *[]rel.Relationship, emitted int) (bool, error) {
+	q.s.mu.RLock()
+	defer q.s.mu.RUnlock()
+	if q.rev < q.s.oldest {
+		// Garbage collection passed this revision while the caller was consuming.
+		return true, store.ErrRevisionGone
+	}
+	want := batchItems
+	if q.limit > 0 {
+		want = min(want, q.limit-emitted)
+	}
+	return q.plan.fill(q, out, want), nil
+}
+
+// resolveLocked turns the filter's strings into symbols, noting when one was never
+// stored (then nothing can match).
+func (q *query) resolveLocked() {
+	in := q.s.in
+	f := q.f
+	var ok bool
+	if f.ResourceType != "" {
+		var rt sym
+		if rt, ok = in.lookup(f.ResourceType); !ok || q.s.types[rt] == nil {
+			q.empty = true
+			return
+		}
+		q.rt, q.typeBuf[0] = rt, rt
+		q.types = q.typeBuf[:]
+	} else {
+		q.types = q.s.resourceTypesLocked()
+	}
+	if len(f.ResourceIDs) > 0 {
+		q.ridsByStr, q.ridSet = q.resolveIDs(f.ResourceIDs)
+	}
+	q.anyRel = f.Relation == ""
+	if !q.anyRel {
+		if q.relation, ok = in.lookup(f.Relation); !ok {
+			q.empty = true
+		}
+	}
+	q.anySt, q.anySrel = true, true
+	if sf := f.Subject; sf != nil && !q.empty {
+		q.resolveSubject(sf)
+	}
+}
+
+// resolveSubject resolves the subject part of the filter.
+func (q *query) resolveSubject(sf *store.SubjectFilter) {
+	in := q.s.in
+	var ok bool
+	q.subj = true
+	if sf.Type != "" {
+		q.anySt = false
+		if q.st, ok = in.lookup(sf.Type); !ok {
+			q.empty = true
+			return
+		}
+	}
+	if len(sf.IDs) > 0 {
+		q.sidsByStr, q.sidSet = q.resolveIDs(sf.IDs)
+	}
+	if sf.RelationSet {
+		q.anySrel = false
+		if q.srel, ok = in.lookup(sf.Relation); !ok {
+			q.empty = true
+			return
+		}
+	}
+	if q.anySt || q.sidsByStr == nil {
+		return
+	}
+	q.exact = true
+	q.srels = q.srelBuf[:0]
+	if !q.anySrel {
+		q.srels = append(q.srels, q.srel)
+	} else if t := q.s.types[q.st]; t != nil {
+		for _, c := range t.srels {
+			q.srels = append(q.srels, c.s)
+		}
+	}
+}
+
+// resolveIDs returns the stored ids among ids, by string and by symbol. When none
+// was ever stored the query is empty.
+func (q *query) resolveIDs(ids []string) (byStr, set []sym) {
+	buf := make([]sym, len(ids), 2*len(ids))
+	n := 0
+	for _, id := range ids {
+		if s, ok := q.s.in.lookup(id); ok {
+			buf[n] = s
+			n++
+		}
+	}
+	set = buf[:n]
+	slices.Sort(set)
+	set = slices.Compact(set)
+	if len(set) == 0 {
+		q.empty = true
+		return nil, nil
+	}
+	byStr = append(buf[len(ids):len(ids)], set...)
+	q.s.sortByString(byStr)
+	return byStr, set
+}
+
+// resourceTypesLocked returns the types that have relationships as resources, by string.
+func (s *Store) resourceTypesLocked() []sym {
+	out := make([]sym, 0, len(s.types))
+	for t, info := range s.types {
+		if len(info.rels) > 0 {
+			out = append(out, t)
+		}
+	}
+	s.sortByString(out)
+	return out
+}
+
+func (s *Store) sortByString(list []sym) {
+	slices.SortFunc(list, func(a, b sym) int { return strings.Compare(s.in.str(a), s.in.str(b)) })
+}
+
+// relationsLocked returns the relations of type t to visit, by string.
+func (q *query) relationsLocked(t sym) []sym {
+	info := q.s.types[t]
+	if info == nil {
+		return nil
+	}
+	if !q.anyRel {
+		for _, c := range info.rels {
+			if c.s == q.relation {
+				q.relBuf[0] = q.relation
+				return q.relBuf[:]
+			}
+		}
+		return nil
+	}
+	return syms(info.rels)
+}
+
+// planLocked chooses between walking resources (forward chains or exact lookups, group
+// by group) and walking subjects (reverse chains), by the number of records each
+// would visit.
+func (q *query) planLocked() {
+	if q.after != nil {
+		// Types before the cursor's hold nothing to resume with.
+		q.types = slices.DeleteFunc(q.types, func(t sym) bool { return q.s.in.str(t) < q.after.ResourceType })
+	}
+	q.plan = &q.group
+	if q.anySt || q.sidsByStr == nil {
+		return
+	}
+	keys, revCost := q.reverseKeysLocked()
+	if revCost < q.forwardCostLocked(revCost) {
+		q.plan = &reversePlan{keys: keys}
+	}
+}
+
+// reverseKeysLocked lists the reverse chains that hold every match, and their total length.
+func (q *query) reverseKeysLocked() ([]revKey, int) {
+	keys := q.revBuf[:0]
+	cost := 0
+	for _, t := range q.types {
+		for _, r := range q.relationsLocked(t) {
+			for _, sid := range q.sidsByStr {
+				k := revKey{q.st, sid, t, r}
+				if c, ok := q.s.rev[k]; ok {
+					keys = append(keys, k)
+					cost += int(c.n)
+				}
+			}
+		}
+	}
+	return keys, cost
+}
+
+// forwardCostLocked estimates the records the group plan visits, stopping once the
+// estimate passes limit.
+func (q *query) forwardCostLocked(limit int) int {
+	if q.ridsByStr == nil {
+		cost := 0
+		for _, t := range q.types {
+			for _, c := range q.s.types[t].rels {
+				if q.anyRel || c.s == q.relation {
+					cost += int(c.n)
+				}
+			}
+		}
+		return cost
+	}
+	exactCost := len(q.sidsByStr) * len(q.srels)
+	cost := 0
+	for _, t := range q.types {
+		for _, r := range q.relationsLocked(t) {
+			for _, id := range q.ridsByStr {
+				cost += 1 + min(exactCost, int(q.s.fwd[fwdKey{t, id, r}].n))
+				if cost > limit {
+					return cost
+				}
+			}
+		}
+	}
+	return cost
+}
+
+// matchLocked reports whether record idx is in the query's result, resource fields
+// included unless the caller's index already guarantees them.
+func (q *query) matchLocked(idx uint32, checkResource bool) bool {
+	r := q.s.recs.at(idx)
+	if !r.visibleAt(q.rev) || (!q.f.IncludeExpired && r.expiredAt(q.now)) {
+		return false
+	}
+	if checkResource {
+		if q.f.ResourceType != "" && r.resType != q.rt {
+			return false
+		}
+		if q.ridSet != nil && !hasSym(q.ridSet, r.resID) {
+			return false
+		}
+		if !strings.HasPrefix(q.s.in.str(r.resID), q.f.ResourceIDPrefix) {
+			return false
+		}
+		if !q.anyRel && r.relation != q.relation {
+			return false
+		}
+	}
+	if !q.subj {
+		return true
+	}
+	return (q.anySt || r.subjType == q.st) && (q.sidSet == nil || hasSym(q.sidSet, r.subjID)) &&
+		(q.anySrel || r.subjRel == q.srel)
+}
+
+// hasSym reports whether the sorted set holds s.
+func hasSym(set []sym, s sym) bool {
+	if len(set) <= 8 {
+		return slices.Contains(set, s)
+	}
+	_, ok := slices.BinarySearch(set, s)
+	return ok
+}
+
+// afterCursor reports whether k comes strictly after the query's cursor, and forgets
+// the cursor once a key passes it (every later key does too).
+func (q *query) afterCursor(k rel.Key) bool {
+	if q.after == nil {
+		return true
+	}
+	if store.CompareKeys(k, *q.after) > 0 {
+		q.after = nil
+		return true
+	}
+	return false
+}

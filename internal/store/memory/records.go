@@ -1,0 +1,328 @@
+package memory
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// liveRev is the deleted revision of a record that has not been deleted.
+const liveRev = math.MaxUint64
+
+// record is one version of one relationship. Records hold no pointers: strings are
+// symbols, the caveat is an index into a side table and the index links are record
+// indexes, so a million records cost the garbage collector nothing to scan. Record 0 is
+// never used, which lets 0 end every list.
+type record struct {
+	resType, resID, relation  sym
+	subjType, subjID, subjRel sym
+
+	caveat  uint32 // index into the caveat table; 0: not caveated
+	fwdNext uint32 // next record of the same forward chain
+	revNext uint32 // next record of the same reverse chain
+	older   uint32 // the previous version of the same relationship key
+
+	expires int64  // unix nanoseconds; 0: never expires
+	created uint64 // revision that wrote this version
+	deleted uint64 // revision that ended it; liveRev while it is current
+}
+
+// visibleAt reports whether a reader at rev sees the record.
+func (r *record) visibleAt(rev uint64) bool {
+	return r.created <= rev && rev < r.deleted
+}
+
+// expiredAt reports whether the record's expiration is at or before now (unix ns).
+func (r *record) expiredAt(now int64) bool {
+	return r.expires != 0 && r.expires <= now
+}
+
+const (
+	pageBits = 14 // 16384 records, 1 MiB, per page
+	pageSize = 1 << pageBits
+	pageMask = pageSize - 1
+)
+
+// recordPages is the record array, allocated a page at a time: growing never copies
+// the records already written (which would stall everyone behind the write lock)
+// and wastes at most one page, where a doubling slice would waste up to half.
+type recordPages struct {
+	pages [][]record
+	n     uint32 // slots handed out; slot 0 is reserved
+}
+
+func (rp *recordPages) at(idx uint32) *record { return &rp.pages[idx>>pageBits][idx&pageMask] }
+
+// len is the number of slots handed out, including the reserved slot 0.
+func (rp *recordPages) len() int { return max(int(rp.n), 1) }
+
+// grow hands out a new slot.
+func (rp *recordPages) grow() uint32 {
+	if rp.n == 0 {
+		rp.n = 1 // slot 0 ends every list
+	}
+	if int(rp.n>>pageBits) == len(rp.pages) {
+		rp.pages = append(rp.pages, make([]record, pageSize))
+	}
+	rp.n++
+	return rp.n - 1
+}
+
+// fwdKey selects a forward chain: every version of the relationships of one resource
+// through one relation. Checks read these, many resource ids at a time.
+type fwdKey struct{ resType, resID, relation sym }
+
+// revKey selects a reverse chain: every version of the relationships from one subject
+// object to resources of one type through one relation, whatever the subject relation.
+// Lookups walk these.
+type revKey struct{ subjType, subjID, resType, relation sym }
+
+// exactKey is a full relationship key; the exact index maps it to the newest version.
+type exactKey struct {
+	resType, resID, relation  sym
+	subjType, subjID, subjRel sym
+}
+
+// chain is the head of an intrusive list of records and its length, which query
+// planning uses as a cost.
+type chain struct{ head, n uint32 }
+
+func (r *record) fwdKey() fwdKey { return fwdKey{r.resType, r.resID, r.relation} }
+func (r *record) revKey() revKey { return revKey{r.subjType, r.subjID, r.resType, r.relation} }
+func (r *record) exactKey() exactKey {
+	return exactKey{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel}
+}
+
+// symCount is a symbol with the number of records using it in some role.
+type symCount struct {
+	s sym
+	n uint32
+}
+
+// typeInfo is what the store knows of one object type. The slices are sorted by
+// string so that queries can walk them in key order.
+type typeInfo struct {
+	rels  []symCount // relations of records whose resource has this type
+	srels []symCount // subject relations of records whose subject has this type
+	ids   idList     // ids of resources of this type that have records
+}
+
+func (t *typeInfo) empty() bool { return len(t.rels) == 0 && len(t.srels) == 0 && t.ids.len() == 0 }
+
+// addCount counts one more use of s in list, keeping list sorted by string.
+func addCount(in *interner, list []symCount, s sym) []symCount {
+	for i := range list {
+		if list[i].s == s {
+			list[i].n++
+			return list
+		}
+	}
+	i, _ := slices.BinarySearchFunc(list, in.str(s), func(c symCount, t string) int {
+		return strings.Compare(in.str(c.s), t)
+	})
+	return slices.Insert(list, i, symCount{s, 1})
+}
+
+// dropCount counts one less use of s in list, removing it at zero.
+func dropCount(list []symCount, s sym) []symCount {
+	for i := range list {
+		if list[i].s == s {
+			if list[i].n--; list[i].n == 0 {
+				return slices.Delete(list, i, i+1)
+			}
+			return list
+		}
+	}
+	return list
+}
+
+// syms returns the symbols of list.
+func syms(list []symCount) []sym {
+	out := make([]sym, len(list))
+	for i, c := range list {
+		out[i] = c.s
+	}
+	return out
+}
+
+// encodeExpiration turns an expiration into the record's form. An expiration at the
+// Unix epoch itself moves by a nanosecond, since 0 means "never".
+func encodeExpiration(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	switch {
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	if n := t.UnixNano(); n != 0 {
+		return n
+	}
+	return 1
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// materializeLocked builds the relationship a record stores. Strings point into the
+// interner's arena; the caveat context is copied so callers may keep or change it.
+func (s *Store) materializeLocked(r *record) rel.Relationship {
+	in := s.in
+	out := rel.Relationship{
+		Resource: rel.ObjectRef{Type: in.str(r.resType), ID: in.str(r.resID)},
+		Relation: in.str(r.relation),
+		Subject: rel.SubjectRef{
+			Object:   rel.ObjectRef{Type: in.str(r.subjType), ID: in.str(r.subjID)},
+			Relation: in.str(r.subjRel),
+		},
+	}
+	if r.caveat != 0 {
+		out.Caveat = s.cav.get(r.caveat)
+	}
+	if r.expires != 0 {
+		t := time.Unix(0, r.expires).UTC()
+		out.Expiration = &t
+	}
+	return out
+}
+
+// resolveKey finds the symbols of k without interning anything; ok is false when
+// some part of k was never stored, so no record can have that key.
+func (s *Store) resolveKey(k rel.Key) (exactKey, bool) {
+	var e exactKey
+	parts := [6]struct {
+		str string
+		dst *sym
+	}{
+		{k.ResourceType, &e.resType}, {k.ResourceID, &e.resID}, {k.Relation, &e.relation},
+		{k.SubjectType, &e.subjType}, {k.SubjectID, &e.subjID}, {k.SubjectRelation, &e.subjRel},
+	}
+	for _, p := range parts {
+		id, ok := s.in.lookup(p.str)
+		if !ok {
+			return e, false
+		}
+		*p.dst = id
+	}
+	return e, true
+}
+
+// currentLocked returns the live record with key k, or 0.
+func (s *Store) currentLocked(k rel.Key) uint32 {
+	e, ok := s.resolveKey(k)
+	if !ok {
+		return 0
+	}
+	if idx := s.exact.get(&s.recs, e); idx != 0 && s.recs.at(idx).deleted == liveRev {
+		return idx
+	}
+	return 0
+}
+
+// versionAtLocked returns the version of key e visible at rev, or 0.
+func (s *Store) versionAtLocked(e exactKey, rev uint64) uint32 {
+	for idx := s.exact.get(&s.recs, e); idx != 0; idx = s.recs.at(idx).older {
+		r := s.recs.at(idx)
+		if r.created <= rev {
+			if rev < r.deleted {
+				return idx
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// insertLocked adds a live version of x written at rev. The key's previous version,
+// if any, must already have been ended.
+func (s *Store) insertLocked(x rel.Relationship, rev uint64) {
+	in := s.in
+	r := record{
+		resType: in.intern(x.Resource.Type), resID: in.intern(x.Resource.ID), relation: in.intern(x.Relation),
+		subjType: in.intern(x.Subject.Object.Type), subjID: in.intern(x.Subject.Object.ID),
+		subjRel: in.intern(x.Subject.Relation),
+		expires: encodeExpiration(x.Expiration), created: rev, deleted: liveRev,
+	}
+	if x.Caveat != nil {
+		r.caveat = s.cav.add(x.Caveat)
+	}
+	idx := s.allocLocked()
+	ek := r.exactKey()
+	r.older = s.exact.get(&s.recs, ek)
+	s.exact.set(&s.recs, ek, idx)
+
+	fk := r.fwdKey()
+	fc := s.fwd[fk]
+	r.fwdNext = fc.head
+	s.fwd[fk] = chain{idx, fc.n + 1}
+	rk := r.revKey()
+	rc := s.rev[rk]
+	r.revNext = rc.head
+	s.rev[rk] = chain{idx, rc.n + 1}
+	*s.recs.at(idx) = r
+
+	s.countLocked(&r, fc.n == 0)
+	if r.expires != 0 {
+		s.expiring.push(expiry{at: r.expires, rec: idx})
+	}
+	s.live++
+}
+
+// countLocked records the relation, subject relation and (for a new forward chain)
+// resource id of a new record in the type catalogue.
+func (s *Store) countLocked(r *record, newChain bool) {
+	rt := s.typeLocked(r.resType)
+	if newChain && !s.hasOtherChainLocked(rt, r.resType, r.resID, r.relation) {
+		rt.ids.insert(s.in, r.resID)
+	}
+	rt.rels = addCount(s.in, rt.rels, r.relation)
+	st := s.typeLocked(r.subjType)
+	st.srels = addCount(s.in, st.srels, r.subjRel)
+}
+
+// hasOtherChainLocked reports whether resource (typ, id) has records through some
+// relation other than except.
+func (s *Store) hasOtherChainLocked(t *typeInfo, typ, id, except sym) bool {
+	for _, c := range t.rels {
+		if c.s != except {
+			if _, ok := s.fwd[fwdKey{typ, id, c.s}]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Store) typeLocked(typ sym) *typeInfo {
+	t := s.types[typ]
+	if t == nil {
+		t = &typeInfo{}
+		s.types[typ] = t
+	}
+	return t
+}
+
+// allocLocked returns a free record slot, reusing those garbage collection freed.
+func (s *Store) allocLocked() uint32 {
+	if n := len(s.freeRecs); n > 0 {
+		idx := s.freeRecs[n-1]
+		s.freeRecs = s.freeRecs[:n-1]
+		return idx
+	}
+	return s.recs.grow()
+}
+
+// endLocked ends a live record at rev; it stays readable at older revisions until
+// garbage collection frees it.
+func (s *Store) endLocked(idx uint32, rev uint64) {
+	s.recs.at(idx).deleted = rev
+	s.ended = append(s.ended, idx)
+	s.live--
+}

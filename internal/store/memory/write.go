@@ -1,0 +1,220 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"math"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// Write applies updates atomically as one new revision. Everything that can fail is
+// checked before the first change, against the head the write starts from (writers are
+// serialized), so a failed write leaves no trace.
+func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, updates []store.Update, validate store.Validator) (store.Revision, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := checkUpdates(updates); err != nil {
+		return 0, err
+	}
+	r, err := s.headReader()
+	if err != nil {
+		return 0, err
+	}
+	if err := checkPreconditions(ctx, r, preconditions); err != nil {
+		return 0, err
+	}
+	if validate != nil {
+		if err := validate(ctx, r); err != nil {
+			return 0, err
+		}
+	}
+	if err := s.checkCreates(updates); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev := s.commitLocked()
+	for _, u := range updates {
+		s.applyLocked(u, rev)
+	}
+	return store.Revision(rev), nil
+}
+
+// headReader returns a reader at the head, or errClosed. Callers hold writeMu, so the
+// head cannot move until they commit.
+func (s *Store) headReader() (*reader, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	return &reader{s: s, rev: s.head}, nil
+}
+
+// checkUpdates refuses unknown operations, nameless caveats and batches that update
+// one relationship twice.
+func checkUpdates(updates []store.Update) error {
+	var seen map[rel.Key]struct{}
+	if len(updates) > 1 {
+		seen = make(map[rel.Key]struct{}, len(updates))
+	}
+	for _, u := range updates {
+		if u.Op < store.Create || u.Op > store.Delete {
+			return &store.InvalidUpdateError{Update: u, Reason: "unknown operation"}
+		}
+		if c := u.Relationship.Caveat; c != nil && c.Name == "" && u.Op != store.Delete {
+			return &store.InvalidUpdateError{Update: u, Reason: "caveat has no name"}
+		}
+		if seen == nil {
+			continue
+		}
+		k := u.Relationship.Key()
+		if _, dup := seen[k]; dup {
+			return &store.DuplicateUpdateError{Relationship: u.Relationship}
+		}
+		seen[k] = struct{}{}
+	}
+	return nil
+}
+
+// checkPreconditions evaluates each precondition with reader r.
+func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
+	for _, p := range preconditions {
+		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
+			return errors.New("precondition has an unknown operation")
+		}
+		found := false
+		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
+			if err != nil {
+				return err
+			}
+			found = true
+		}
+		if found != (p.Op == store.MustMatch) {
+			return &store.PreconditionFailedError{Precondition: p}
+		}
+	}
+	return nil
+}
+
+// checkCreates fails when a CREATE names a relationship that exists and has not
+// expired (an expired relationship reads as absent, so creating it again succeeds).
+func (s *Store) checkCreates(updates []store.Update) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if uint64(s.recs.len())+uint64(len(updates)) >= math.MaxUint32 {
+		return errors.New("the memory store cannot hold more than 4 billion relationship versions")
+	}
+	now := s.opts.Now().UnixNano()
+	for _, u := range updates {
+		if u.Op != store.Create {
+			continue
+		}
+		if idx := s.currentLocked(u.Relationship.Key()); idx != 0 && !s.recs.at(idx).expiredAt(now) {
+			return &store.AlreadyExistsError{Relationship: u.Relationship}
+		}
+	}
+	return nil
+}
+
+// applyLocked applies one checked update at rev.
+func (s *Store) applyLocked(u store.Update, rev uint64) {
+	cur := s.currentLocked(u.Relationship.Key())
+	if u.Op == store.Delete {
+		if cur != 0 {
+			s.endLocked(cur, rev)
+		}
+		return
+	}
+	if cur != 0 {
+		if u.Op == store.Touch && s.sameLocked(cur, u.Relationship) {
+			return // nothing would change; keep the record instead of churning it
+		}
+		s.endLocked(cur, rev)
+	}
+	s.insertLocked(u.Relationship, rev)
+}
+
+// sameLocked reports whether record idx already stores x's caveat and expiration.
+func (s *Store) sameLocked(idx uint32, x rel.Relationship) bool {
+	r := s.recs.at(idx)
+	return r.expires == encodeExpiration(x.Expiration) && s.cav.equal(r.caveat, x.Caveat)
+}
+
+// DeleteByFilter deletes the relationships matching f at the head, in key order, at
+// most limit of them (0: all). With more matches than limit it deletes nothing and
+// fails with ErrTooManyToDelete, unless partial, when it deletes the first limit and
+// reports that more remain.
+func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precondition, f store.Filter, limit int, partial bool) (store.Revision, int, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, false, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	r, err := s.headReader()
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if err := checkPreconditions(ctx, r, preconditions); err != nil {
+		return 0, 0, false, err
+	}
+	var opts store.QueryOptions
+	if limit > 0 {
+		opts.Limit = limit + 1
+	}
+	var keys []rel.Key
+	for item, err := range r.Query(ctx, f, opts) {
+		if err != nil {
+			return 0, 0, false, err
+		}
+		keys = append(keys, item.Relationship.Key())
+	}
+	more := false
+	if limit > 0 && len(keys) > limit {
+		if !partial {
+			return 0, 0, false, store.ErrTooManyToDelete
+		}
+		keys, more = keys[:limit], true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev := s.commitLocked()
+	for _, k := range keys {
+		if cur := s.currentLocked(k); cur != 0 {
+			s.endLocked(cur, rev)
+		}
+	}
+	return store.Revision(rev), len(keys), more, nil
+}
+
+// WriteSchema stores text as the schema from a new revision on, once validate (which
+// may be nil) accepts the state at the head.
+func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Validator) (store.Revision, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	r, err := s.headReader()
+	if err != nil {
+		return 0, err
+	}
+	if validate != nil {
+		if err := validate(ctx, r); err != nil {
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev := s.commitLocked()
+	s.schemas = append(s.schemas, schemaVersion{rev: rev, text: text})
+	return store.Revision(rev), nil
+}

@@ -1,0 +1,157 @@
+// Package store owns the datastore interfaces every backend implements: MVCC revisions,
+// batched filtered reads at a revision, atomic write batches with preconditions, the
+// stored schema, and the sentinel errors the server maps to API errors.
+package store
+
+import (
+	"context"
+	"errors"
+	"iter"
+
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// Revision is a point in the store's history. Revisions grow with every committed
+// write; reads at a revision see exactly the writes committed at or before it.
+type Revision uint64
+
+var (
+	// ErrRevisionGone: the revision is older than the GC window.
+	ErrRevisionGone = errors.New("revision is older than the garbage collection window")
+	// ErrRevisionInFuture: the revision has not been reached by this store.
+	ErrRevisionInFuture = errors.New("revision is newer than the store's head revision")
+	// ErrInvalidCursor: a cursor that this store did not issue, or for another filter.
+	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrTooManyToDelete: a transactional delete matched more than its limit allows.
+	ErrTooManyToDelete = errors.New("too many relationships match the delete filter")
+)
+
+// AlreadyExistsError is returned by Write when a CREATE names an existing relationship.
+type AlreadyExistsError struct{ Relationship rel.Relationship }
+
+func (e *AlreadyExistsError) Error() string {
+	return "relationship " + rel.String(e.Relationship) + " already exists"
+}
+
+// PreconditionFailedError is returned by Write and DeleteByFilter when a precondition
+// does not hold; nothing was written.
+type PreconditionFailedError struct{ Precondition Precondition }
+
+func (e *PreconditionFailedError) Error() string {
+	if e.Precondition.Op == MustMatch {
+		return "precondition failed: no relationship matches filter " + e.Precondition.Filter.String()
+	}
+	return "precondition failed: a relationship matches filter " + e.Precondition.Filter.String()
+}
+
+// SubjectFilter narrows the subject side of a Filter. Empty fields match anything.
+type SubjectFilter struct {
+	Type string
+	IDs  []string // any of these ids; empty matches every id
+	// Relation, when RelationSet, must equal the subject relation exactly ("" = ellipsis).
+	Relation    string
+	RelationSet bool
+}
+
+// Filter selects relationships. Empty fields match anything; several ids match any of them.
+type Filter struct {
+	ResourceType     string
+	ResourceIDs      []string
+	ResourceIDPrefix string
+	Relation         string
+	Subject          *SubjectFilter
+	// IncludeExpired returns relationships whose expiration has passed; reads hide them otherwise.
+	IncludeExpired bool
+}
+
+// String renders f for error messages.
+func (f Filter) String() string { return formatFilter(f) }
+
+// Cursor is an opaque resume position returned with a page of results.
+type Cursor string
+
+// QueryOptions bound a read.
+type QueryOptions struct {
+	Limit int    // 0: no limit
+	After Cursor // resume after this position; results are ordered by relationship key
+}
+
+// Reader answers queries at one revision. Every method is safe for concurrent use.
+type Reader interface {
+	// Revision is the revision this reader reads at.
+	Revision() Revision
+	// Query yields the relationships matching f in key order (resource type, resource id,
+	// relation, subject type, subject id, subject relation). It hides expired relationships
+	// unless f.IncludeExpired. The second value is a cursor that resumes after the yielded
+	// relationship; iteration stops at the first error.
+	Query(ctx context.Context, f Filter, opts QueryOptions) iter.Seq2[Item, error]
+	// Schema returns the schema text in force at this revision ("" when none was written).
+	Schema(ctx context.Context) (string, error)
+}
+
+// Item is one query result with a cursor that resumes after it.
+type Item struct {
+	Relationship rel.Relationship
+	Cursor       Cursor
+}
+
+// Op is what an Update does.
+type Op int
+
+const (
+	// Create fails with AlreadyExistsError if the relationship exists.
+	Create Op = iota + 1
+	// Touch creates or replaces the relationship (its caveat and expiration).
+	Touch
+	// Delete removes the relationship if it exists.
+	Delete
+)
+
+// Update is one relationship change in a write batch.
+type Update struct {
+	Op           Op
+	Relationship rel.Relationship
+}
+
+// PreconditionOp says whether a filter must or must not match.
+type PreconditionOp int
+
+const (
+	MustMatch PreconditionOp = iota + 1
+	MustNotMatch
+)
+
+// Precondition is checked at the write's own revision, in the same transaction.
+type Precondition struct {
+	Op     PreconditionOp
+	Filter Filter
+}
+
+// Validator is called inside a write transaction with a reader that sees the state
+// the write starts from; an error aborts the write and is returned unchanged.
+type Validator func(ctx context.Context, r Reader) error
+
+// Store is a datastore. Every method is safe for concurrent use.
+type Store interface {
+	// HeadRevision is the newest committed revision.
+	HeadRevision(ctx context.Context) (Revision, error)
+	// Reader reads at rev. It fails with ErrRevisionGone or ErrRevisionInFuture.
+	Reader(ctx context.Context, rev Revision) (Reader, error)
+	// Write applies updates atomically after checking preconditions and running validate
+	// (which may be nil). On any error nothing is written.
+	Write(ctx context.Context, preconditions []Precondition, updates []Update, validate Validator) (Revision, error)
+	// DeleteByFilter deletes every relationship matching f, at most limit of them (0: no
+	// limit). When more match and partial is false it fails with ErrTooManyToDelete and
+	// deletes nothing; when partial is true it deletes limit of them and reports that
+	// more remain.
+	DeleteByFilter(ctx context.Context, preconditions []Precondition, f Filter, limit int, partial bool) (rev Revision, deleted int, more bool, err error)
+	// WriteSchema stores schema text after validate accepts the current state.
+	WriteSchema(ctx context.Context, text string, validate Validator) (Revision, error)
+	// Close releases the store's resources.
+	Close() error
+}
+
+// ErrUnavailable: the datastore's server cannot be reached right now (it is down,
+// restarting or refusing connections). Nothing is known to have been written; the
+// request may be retried once the server is back, and the store reconnects on its own.
+var ErrUnavailable = errors.New("datastore is unavailable")
