@@ -63,7 +63,7 @@ scripts can tell an answer from an error (status 1); with --error-on-no-permissi
 func checkRequest(cfg CheckConfig) (*v1.CheckPermissionRequest, error) {
 	resource, permission, subject, ctx, err := rel.ParseCheck(cfg.Check)
 	if err != nil {
-		return nil, fmt.Errorf("check %q: %w", cfg.Check, err)
+		return nil, err
 	}
 	if cfg.Context != "" {
 		if len(ctx) > 0 {

@@ -146,11 +146,11 @@ func TestClientErrorsAreOneClearLine(t *testing.T) {
 			"wrong token flag beats env",
 			map[string]string{"LATCH_ENDPOINT": addr, "LATCH_TOKEN": "right"},
 			[]string{"schema", "read", "--token", "wrong"},
-			[]string{"(Unauthenticated)"},
+			[]string{"(PermissionDenied)"},
 		},
 		{
 			"nobody listening", nil,
-			[]string{"check", "a:1#b@c:2", "--endpoint", "127.0.0.1:1", "--token", "x"},
+			[]string{"check", "doc:1#view@user:2", "--endpoint", "127.0.0.1:1", "--token", "x"},
 			[]string{"checking permission: ", "(Unavailable)", "is a latch server running at 127.0.0.1:1?"},
 		},
 		{
@@ -161,7 +161,7 @@ func TestClientErrorsAreOneClearLine(t *testing.T) {
 		{
 			"bad consistency",
 			map[string]string{"LATCH_ENDPOINT": addr, "LATCH_TOKEN": "right"},
-			[]string{"check", "a:1#b@c:2", "--consistency", "soon"},
+			[]string{"check", "doc:1#view@user:2", "--consistency", "soon"},
 			[]string{`--consistency "soon"`},
 		},
 	} {

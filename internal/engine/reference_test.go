@@ -82,6 +82,7 @@ type reference struct {
 	subject rel.SubjectRef
 	ctx     map[string]any
 	now     time.Time
+	byKey   map[string][]rel.Relationship // live relationships by resource and relation, filled lazily
 }
 
 // refCaveats mirrors the CEL caveats of randomSchema.
@@ -160,13 +161,16 @@ func (r *reference) check(typ, relation, id string, depth int) refOutcome {
 }
 
 func (r *reference) live(typ, id, relation string) []rel.Relationship {
-	var out []rel.Relationship
-	for _, x := range r.rels {
-		if x.Resource.Type == typ && x.Resource.ID == id && x.Relation == relation && !x.ExpiredAt(r.now) {
-			out = append(out, x)
+	if r.byKey == nil {
+		r.byKey = map[string][]rel.Relationship{}
+		for _, x := range r.rels {
+			if !x.ExpiredAt(r.now) {
+				k := x.Resource.Type + ":" + x.Resource.ID + "#" + x.Relation
+				r.byKey[k] = append(r.byKey[k], x)
+			}
 		}
 	}
-	return out
+	return r.byKey[typ+":"+id+"#"+relation]
 }
 
 func (r *reference) expr(def *ir.Definition, x *ir.Expr, id string, depth int) refOutcome {
@@ -235,7 +239,7 @@ func (g *gen) randomSchema() string {
 	g.rels, g.perms, g.plain, g.allowed = map[string][]string{}, map[string][]string{}, map[string][]string{}, map[string][]string{}
 	n := 2 + g.rnd.IntN(3)
 	for i := range n {
-		g.defs = append(g.defs, fmt.Sprintf("d%d", i))
+		g.defs = append(g.defs, fmt.Sprintf("def%d", i))
 	}
 	var b strings.Builder
 	b.WriteString("use expiration\n\ndefinition user {}\n\n")
@@ -243,7 +247,7 @@ func (g *gen) randomSchema() string {
 	for _, d := range g.defs[1:] {
 		nr := 1 + g.rnd.IntN(3)
 		for j := range nr {
-			name := fmt.Sprintf("r%d", j)
+			name := fmt.Sprintf("rel%d", j)
 			g.rels[d] = append(g.rels[d], name)
 			var types []string
 			isPlain := g.rnd.IntN(3) == 0
@@ -261,7 +265,7 @@ func (g *gen) randomSchema() string {
 		}
 		np := 1 + g.rnd.IntN(3)
 		for j := range np {
-			g.perms[d] = append(g.perms[d], fmt.Sprintf("p%d", j))
+			g.perms[d] = append(g.perms[d], fmt.Sprintf("perm%d", j))
 		}
 	}
 	for _, d := range g.defs[1:] {
@@ -290,7 +294,7 @@ func (g *gen) subjectType(self string) string {
 	case 4:
 		// a subject set: another (or the same) definition's first relation
 		d := g.pick(g.defs[1:])
-		return d + "#r0"
+		return d + "#rel0"
 	default:
 		return "user"
 	}

@@ -128,7 +128,7 @@ extra: 1
 		`bad.yaml:5:3: relationship "not"`,
 		`bad.yaml:5:7: relationship "a"`,
 		`bad.yaml:5:9: relationship "relationship"`,
-		`bad.yaml:9:7: assertTrue "document:1#view"`,
+		`bad.yaml:9:7: assertTrue: check "document:1#view"`,
 		`bad.yaml:10:3: assertions: unknown key "assertMaybe"`,
 		`bad.yaml:11:1: unknown key "extra"`,
 	}

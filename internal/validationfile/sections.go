@@ -129,7 +129,7 @@ func (p *parser) assertion(expect Expectation, item *yaml.Node) {
 	text := strings.TrimSpace(item.Value)
 	resource, permission, subject, context, err := rel.ParseCheck(text)
 	if err != nil {
-		p.probs.add(p.pos(item), "%s %q: %v", expect, text, err)
+		p.probs.add(p.pos(item), "%s: %v", expect, err)
 		return
 	}
 	p.f.Assertions = append(p.f.Assertions, Assertion{

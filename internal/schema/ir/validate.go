@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/rel"
 )
 
@@ -115,7 +116,13 @@ func (s *Schema) ValidateRelationship(r rel.Relationship) error {
 	if r.Caveat == nil || len(r.Caveat.Context) == 0 {
 		return nil
 	}
-	if c := s.Caveat(caveatName); c.Compiled != nil {
+	c := s.Caveat(caveatName)
+	for name := range r.Caveat.Context {
+		if !slices.ContainsFunc(c.Params, func(p caveat.Param) bool { return p.Name == name }) {
+			return &CaveatContextError{Caveat: caveatName, Err: fmt.Errorf("unknown parameter `%s`", name)}
+		}
+	}
+	if c.Compiled != nil {
 		if _, err := c.Compiled.ConvertContext(r.Caveat.Context); err != nil {
 			return &CaveatContextError{Caveat: caveatName, Err: err}
 		}
