@@ -29,10 +29,11 @@ definition document {
 func startServer(t *testing.T, key string) string {
 	t.Helper()
 	srv, err := server.New(server.Config{
-		GRPCAddr:      "127.0.0.1:0",
-		HTTPAddr:      "-",
-		PresharedKeys: []string{key},
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		GRPCAddr:        "127.0.0.1:0",
+		HTTPAddr:        "-",
+		PresharedKeys:   []string{key},
+		DatastoreEngine: "memory",
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +188,9 @@ func TestServe(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
+	dataDir := t.TempDir()
 	go func() {
-		done <- Main(ctx, []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"},
+		done <- Main(ctx, []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir},
 			Env{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
 	}()
 	m := waitFor(t, &out, regexp.MustCompile(`export LATCH_TOKEN=(\S+) LATCH_ENDPOINT=(\S+)`))

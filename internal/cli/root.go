@@ -77,6 +77,7 @@ with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.
 		newRelationshipCommand(env),
 		newCheckCommand(env),
 		newValidateCommand(env),
+		newDatastoreCommand(env),
 	)
 	return root
 }

@@ -27,9 +27,12 @@ Clients authenticate with a bearer token that must be one of the --grpc-preshare
 values (or LATCH_GRPC_PRESHARED_KEY, comma-separated). Without a key the server generates
 one for this run, prints it, and refuses to listen on anything but loopback.
 
-The datastore engine is "memory" for now: everything is lost when the server stops.
-(A durable embedded store will become the default.) The server stops cleanly on
-SIGINT or SIGTERM, letting requests in flight finish.`,
+The datastore is embedded and durable by default: relationships, schema and revisions
+live in the directory --data-dir (./latch-data), and a write is acknowledged only once it
+is on disk. --datastore-engine memory keeps everything in memory (gone when the server
+stops); postgres and cockroachdb use a database server named by --datastore-conn-uri,
+migrated first with "latch datastore migrate". The server stops cleanly on SIGINT or
+SIGTERM, letting requests in flight finish.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("grpc-preshared-key") {
@@ -38,6 +41,9 @@ SIGINT or SIGTERM, letting requests in flight finish.`,
 						return err
 					}
 				}
+			}
+			if err := resolveDataDir(cmd, &cfg); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -48,10 +54,8 @@ SIGINT or SIGTERM, letting requests in flight finish.`,
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "gRPC listen address (port 0 picks a free port)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", server.DefaultHTTPAddr, `HTTP/JSON gateway listen address ("" or "-" turns the gateway off)`)
 	fs.StringSliceVar(&cfg.PresharedKeys, "grpc-preshared-key", nil, "bearer token clients must present; repeat the flag or separate keys with commas (env LATCH_GRPC_PRESHARED_KEY)")
-	fs.StringVar(&cfg.DatastoreEngine, "datastore-engine", server.DefaultDatastoreEngine, `datastore engine: "memory" (for now the only one, and the default; data lasts as long as the process)`)
-	fs.StringVar(&cfg.DatastoreURI, "datastore-conn-uri", "", "datastore connection string or directory, for engines that need one")
+	addDatastoreFlags(cmd, &cfg)
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
-	fs.DurationVar(&cfg.GCWindow, "datastore-gc-window", server.DefaultGCWindow, "how long old revisions stay readable (for at-least and exact consistency)")
 	return cmd
 }
 
@@ -69,7 +73,7 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 	if httpAddr != "" {
 		fmt.Fprintf(env.Out, "latch: HTTP/JSON gateway listening on http://%s\n", httpAddr)
 	}
-	fmt.Fprintf(env.Out, "latch: datastore %s\n", cfg.WithDefaults().DatastoreEngine)
+	fmt.Fprintf(env.Out, "latch: datastore %s\n", describeDatastore(cfg))
 	if key := srv.GeneratedKey(); key != "" {
 		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
 		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)

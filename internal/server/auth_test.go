@@ -82,8 +82,8 @@ func TestGeneratedKeyAndLoopback(t *testing.T) {
 		t.Errorf("New with a public http address and no key: %v", err)
 	}
 	_, err = New(Config{GRPCAddr: "127.0.0.1:0", DatastoreEngine: "postgres", PresharedKeys: []string{"k"}})
-	if err == nil || !strings.Contains(err.Error(), `datastore engine "postgres" is not supported yet`) {
-		t.Errorf("New with postgres: %v", err)
+	if err == nil || !strings.Contains(err.Error(), `datastore engine "postgres" needs --datastore-conn-uri`) {
+		t.Errorf("New with postgres and no URI: %v", err)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 const (
 	DefaultGRPCAddr                    = "127.0.0.1:50051"
 	DefaultHTTPAddr                    = "127.0.0.1:8443"
-	DefaultDatastoreEngine             = "memory"
+	DefaultDatastoreEngine             = "pebble"
+	DefaultDataDir                     = "./latch-data"
 	DefaultGCWindow                    = 24 * time.Hour
 	DefaultMaxUpdatesPerWrite          = 1000
 	DefaultMaxPreconditions            = 1000
@@ -39,10 +40,16 @@ type Config struct {
 	// generates one (GeneratedKey) and refuses to listen on anything but loopback.
 	PresharedKeys []string
 
-	// DatastoreEngine names the store backend ("memory").
+	// DatastoreEngine names the store backend: "pebble" (embedded and durable, the
+	// default), "memory", "postgres" or "cockroachdb".
 	DatastoreEngine string
-	// DatastoreURI is the backend's connection string or directory, when it needs one.
+	// DatastoreURI is pebble's data directory (default DefaultDataDir) or the database's
+	// connection string for postgres and cockroachdb.
 	DatastoreURI string
+	// ReadConns and WriteConns size the SQL stores' connection pools (0: their defaults).
+	ReadConns, WriteConns int
+	// ReplicaURIs name PostgreSQL read replicas.
+	ReplicaURIs []string
 	// Datastore, when set, is used instead of opening DatastoreEngine (embedding, tests).
 	// The server does not close a store it was given.
 	Datastore store.Store
@@ -117,8 +124,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("preshared key %d is empty", i+1))
 		}
 	}
-	if c.Datastore == nil && c.DatastoreEngine != "memory" {
-		errs = append(errs, fmt.Errorf("datastore engine %q is not supported yet (supported: memory)", c.DatastoreEngine))
+	if c.Datastore == nil {
+		errs = append(errs, checkEngine(c.DatastoreEngine, c.DatastoreURI))
 	}
 	for _, n := range []struct {
 		name string
@@ -134,6 +141,8 @@ func (c Config) Validate() error {
 		{"max delete limit", int64(c.MaxDeleteLimit)},
 		{"max request bytes", int64(c.MaxRequestBytes)},
 		{"shutdown grace", int64(c.ShutdownGrace)},
+		{"read connections", int64(c.ReadConns)},
+		{"write connections", int64(c.WriteConns)},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", n.name))
@@ -164,4 +173,20 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// DatastoreEngines are the values DatastoreEngine accepts.
+var DatastoreEngines = []string{"pebble", "memory", "postgres", "cockroachdb"}
+
+func checkEngine(engine, uri string) error {
+	switch engine {
+	case "pebble", "memory":
+		return nil
+	case "postgres", "cockroachdb":
+		if uri == "" {
+			return fmt.Errorf("datastore engine %q needs --datastore-conn-uri (e.g. postgres://user:pass@127.0.0.1:5432/latch)", engine)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown datastore engine %q (supported: %s)", engine, strings.Join(DatastoreEngines, ", "))
 }

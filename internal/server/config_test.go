@@ -7,7 +7,7 @@ import (
 
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	c := Config{}.WithDefaults()
-	if c.GRPCAddr != DefaultGRPCAddr || c.HTTPAddr != "" || c.DatastoreEngine != "memory" || c.MaxUpdatesPerWrite != 1000 ||
+	if c.GRPCAddr != DefaultGRPCAddr || c.HTTPAddr != "" || c.DatastoreEngine != "pebble" || c.MaxUpdatesPerWrite != 1000 ||
 		c.MaxRelationshipContextBytes != 25000 || c.ReadRelationshipsLimit != 1000 || c.MaxRequestBytes != 4<<20 {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -22,7 +22,7 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{Config{GRPCAddr: "nonsense"}, `grpc address "nonsense"`},
 		{Config{HTTPAddr: "10.0.0.1:80"}, "not a loopback address"},
 		{Config{PresharedKeys: []string{" "}}, "preshared key 1 is empty"},
-		{Config{DatastoreEngine: "spanner"}, `datastore engine "spanner" is not supported yet`},
+		{Config{DatastoreEngine: "spanner"}, `unknown datastore engine "spanner" (supported: pebble, memory, postgres, cockroachdb)`},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

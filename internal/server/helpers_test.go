@@ -33,7 +33,7 @@ type testServer struct {
 // start runs a server for the test and stops it (waiting for Serve) at cleanup.
 func start(t *testing.T, mutate func(*Config)) *testServer {
 	t.Helper()
-	cfg := Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", PresharedKeys: []string{testKey}, ShutdownGrace: 2 * time.Second}
+	cfg := Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", PresharedKeys: []string{testKey}, ShutdownGrace: 2 * time.Second, DatastoreEngine: "memory"}
 	if mutate != nil {
 		mutate(&cfg)
 	}

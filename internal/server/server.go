@@ -21,7 +21,10 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
+	"github.com/latch-authz/latch/internal/store/pebble"
+	"github.com/latch-authz/latch/internal/store/postgres"
 )
 
 // Server is a running (or ready to run) latch server. New binds its listeners, so
@@ -78,14 +81,49 @@ func (s *Server) openStore() error {
 		s.store = s.cfg.Datastore
 		return nil
 	}
-	switch s.cfg.DatastoreEngine {
-	case "memory":
-		s.store = memory.New(memory.Options{GCWindow: s.cfg.GCWindow})
-		s.ownsStore = true
-		return nil
-	default:
-		return fmt.Errorf("datastore engine %q is not supported yet", s.cfg.DatastoreEngine)
+	st, err := OpenDatastore(context.Background(), s.cfg)
+	if err != nil {
+		return err
 	}
+	s.store, s.ownsStore = st, true
+	return nil
+}
+
+// OpenDatastore opens the store cfg names. The caller closes it.
+func OpenDatastore(ctx context.Context, cfg Config) (store.Store, error) {
+	cfg = cfg.WithDefaults()
+	switch cfg.DatastoreEngine {
+	case "memory":
+		return memory.New(memory.Options{GCWindow: cfg.GCWindow}), nil
+	case "pebble":
+		dir := cfg.DatastoreURI
+		if dir == "" {
+			dir = DefaultDataDir
+		}
+		st, err := pebble.Open(dir, pebble.Options{GCWindow: cfg.GCWindow})
+		if err != nil {
+			return nil, fmt.Errorf("opening the pebble data directory %s: %w", dir, err)
+		}
+		return st, nil
+	case "postgres":
+		st, err := postgres.Open(ctx, cfg.DatastoreURI, postgres.Options{
+			ReadConns: int32(cfg.ReadConns), WriteConns: int32(cfg.WriteConns),
+			GCWindow: cfg.GCWindow, ReplicaURIs: cfg.ReplicaURIs,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("opening the postgres datastore: %w", err)
+		}
+		return st, nil
+	case "cockroachdb":
+		st, err := crdb.Open(ctx, cfg.DatastoreURI, crdb.Options{
+			ReadConns: int32(cfg.ReadConns), WriteConns: int32(cfg.WriteConns), GCWindow: cfg.GCWindow,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("opening the cockroachdb datastore: %w", err)
+		}
+		return st, nil
+	}
+	return nil, checkEngine(cfg.DatastoreEngine, cfg.DatastoreURI)
 }
 
 func (s *Server) listen(keys []string) error {
