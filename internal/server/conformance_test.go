@@ -13,6 +13,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
 
 // conformanceFile is one SpiceDB validation file (../shared/conformance/README.md).
@@ -53,31 +55,52 @@ func conformanceDir(t *testing.T) string {
 	return conf
 }
 
-// TestSpiceDBConformance runs every SpiceDB validation file through the gRPC API:
-// write its schema and relationships, then check each assertion.
+// conformanceStores are the datastores every conformance file runs against, each
+// setting up a fresh, empty store for one test.
+var conformanceStores = []struct {
+	name  string
+	setup func(t *testing.T, c *Config)
+}{
+	{"memory", func(t *testing.T, c *Config) { c.DatastoreEngine = "memory" }},
+	{"pebble", func(t *testing.T, c *Config) { c.DatastoreEngine, c.DatastoreURI = "pebble", t.TempDir() }},
+	{"postgres", func(t *testing.T, c *Config) {
+		c.DatastoreEngine = "postgres"
+		c.DatastoreURI = pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
+	}},
+}
+
+// TestSpiceDBConformance runs every SpiceDB validation file through the gRPC API on
+// every datastore: write its schema and relationships, then check each assertion.
 func TestSpiceDBConformance(t *testing.T) {
 	dir := conformanceDir(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no conformance files in %s: %v", dir, err)
 	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+	for _, st := range conformanceStores {
+		t.Run(st.name, func(t *testing.T) {
+			for _, path := range files {
+				t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
+					raw, err := os.ReadFile(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var cf conformanceFile
+					if err := yaml.Unmarshal(raw, &cf); err != nil {
+						t.Fatalf("parsing %s: %v", path, err)
+					}
+					runConformance(t, cf, func(c *Config) { st.setup(t, c) })
+				})
 			}
-			var cf conformanceFile
-			if err := yaml.Unmarshal(raw, &cf); err != nil {
-				t.Fatalf("parsing %s: %v", path, err)
-			}
-			runConformance(t, cf)
 		})
 	}
 }
 
-func runConformance(t *testing.T, cf conformanceFile) {
-	ts := start(t, func(c *Config) { c.HTTPAddr = "" })
+func runConformance(t *testing.T, cf conformanceFile, setup func(*Config)) {
+	ts := start(t, func(c *Config) {
+		c.HTTPAddr = ""
+		setup(c)
+	})
 	ts.writeSchema(t, cf.Schema)
 	var updates []*v1.RelationshipUpdate
 	for _, line := range strings.Split(cf.Relationships, "\n") {

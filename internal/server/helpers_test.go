@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -14,9 +16,22 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs a throwaway PostgreSQL server for the conformance tests on postgres and
+// checks that no test leaks goroutines.
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 const testKey = "test-preshared-key"
 
