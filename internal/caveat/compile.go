@@ -74,7 +74,7 @@ func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic)
 			Msg: fmt.Sprintf("caveat expression must be a boolean, but it is of type %s", ast.OutputType())}}
 	}
 	prog, err := env.Program(ast,
-		cel.EvalOptions(cel.OptPartialEval, cel.OptTrackState),
+		cel.EvalOptions(cel.OptPartialEval, cel.OptTrackCost),
 		cel.CostLimit(maxCost))
 	if err != nil {
 		return nil, []Diagnostic{{Line: 1, Col: 1, Msg: err.Error()}}
