@@ -78,6 +78,7 @@ with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.
 		newCheckCommand(env),
 		newValidateCommand(env),
 		newDatastoreCommand(env),
+		newWatchCommand(env),
 	)
 	return root
 }

@@ -145,6 +145,8 @@ var rules = []rule{
 	{codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR, is(store.ErrInvalidCursor)},
 	{codes.OutOfRange, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, is(store.ErrRevisionGone)},
 	{codes.OutOfRange, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, is(store.ErrRevisionInFuture)},
+	// A watcher that does not read fast enough is cut off; SpiceDB uses this code too.
+	{codes.ResourceExhausted, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, is(store.ErrWatchLagging)},
 
 	// Cancellation.
 	{codes.Canceled, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, is(context.Canceled)},

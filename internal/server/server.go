@@ -51,7 +51,7 @@ type Server struct {
 }
 
 // healthServices are reported SERVING while the server runs.
-var healthServices = []string{"", v1.SchemaService_ServiceDesc.ServiceName, v1.PermissionsService_ServiceDesc.ServiceName}
+var healthServices = []string{"", v1.SchemaService_ServiceDesc.ServiceName, v1.PermissionsService_ServiceDesc.ServiceName, v1.WatchService_ServiceDesc.ServiceName}
 
 // New validates cfg, opens the datastore and binds the listeners. Call Serve to run
 // the server, or Close to release what New acquired without serving.
@@ -153,6 +153,7 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	)
 	v1.RegisterPermissionsServiceServer(g, &permissionsService{s: s})
 	v1.RegisterSchemaServiceServer(g, &schemaService{s: s})
+	v1.RegisterWatchServiceServer(g, &watchService{s: s})
 	s.health = health.NewServer()
 	for _, name := range healthServices {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)

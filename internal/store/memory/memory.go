@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
 )
 
 // Options configure a Store. Zero values take the defaults.
@@ -68,6 +69,8 @@ type Store struct {
 	oldest  uint64  // oldest revision garbage collection has kept every record of
 	commits []int64 // commit time (unix ns) of revisions oldest..head
 	schemas []schemaVersion
+	// feed holds the changes of recent revisions for watchers; appended under mu.
+	feed *changefeed.Feed
 
 	stop chan struct{}
 	done chan struct{}
@@ -100,6 +103,7 @@ func New(opts Options) *Store {
 		head:    firstRevision,
 		oldest:  firstRevision,
 		commits: []int64{opts.Now().UnixNano()},
+		feed:    changefeed.New(firstRevision, 0, 0),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}

@@ -42,9 +42,13 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rev := s.commitLocked()
+	var changes []store.RelationshipChange
 	for _, u := range updates {
-		s.applyLocked(u, rev)
+		if c, ok := s.applyLocked(u, rev); ok {
+			changes = append(changes, c)
+		}
 	}
+	s.publishLocked(rev, changes, false)
 	return store.Revision(rev), nil
 }
 
@@ -125,22 +129,27 @@ func (s *Store) checkCreates(updates []store.Update) error {
 	return nil
 }
 
-// applyLocked applies one checked update at rev.
-func (s *Store) applyLocked(u store.Update, rev uint64) {
-	cur := s.currentLocked(u.Relationship.Key())
+// applyLocked applies one checked update at rev and returns the change it made, for
+// watchers (ok is false when it changed nothing).
+func (s *Store) applyLocked(u store.Update, rev uint64) (c store.RelationshipChange, ok bool) {
+	k := u.Relationship.Key()
+	cur := s.currentLocked(k)
 	if u.Op == store.Delete {
-		if cur != 0 {
-			s.endLocked(cur, rev)
+		if cur == 0 {
+			return c, false
 		}
-		return
+		c = store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(s.recs.at(cur))}
+		s.endLocked(cur, rev)
+		return c, true
 	}
 	if cur != 0 {
 		if u.Op == store.Touch && s.sameLocked(cur, u.Relationship) {
-			return // nothing would change; keep the record instead of churning it
+			return c, false // nothing would change; keep the record instead of churning it
 		}
 		s.endLocked(cur, rev)
 	}
 	s.insertLocked(u.Relationship, rev)
+	return store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(s.recs.at(s.currentLocked(k)))}, true
 }
 
 // sameLocked reports whether record idx already stores x's caveat and expiration.
@@ -187,11 +196,14 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rev := s.commitLocked()
+	changes := make([]store.RelationshipChange, 0, len(keys))
 	for _, k := range keys {
 		if cur := s.currentLocked(k); cur != 0 {
+			changes = append(changes, store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(s.recs.at(cur))})
 			s.endLocked(cur, rev)
 		}
 	}
+	s.publishLocked(rev, changes, false)
 	return store.Revision(rev), len(keys), more, nil
 }
 
@@ -216,5 +228,6 @@ func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Val
 	defer s.mu.Unlock()
 	rev := s.commitLocked()
 	s.schemas = append(s.schemas, schemaVersion{rev: rev, text: text})
+	s.publishLocked(rev, nil, true)
 	return store.Revision(rev), nil
 }

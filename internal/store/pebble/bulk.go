@@ -72,7 +72,9 @@ func (s *Store) BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, e
 	if _, err := t.commitLocked(pebble.Sync); err != nil {
 		return 0, err
 	}
+	s.feed.Append(store.Change{Revision: store.Revision(rev)}, true) // watchers read the load from history
 	s.publish(rev)
+	s.feed.Notify()
 	return store.Revision(rev), nil
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
 )
 
 // Options configure a Store. Zero values take the defaults.
@@ -101,6 +102,10 @@ type Store struct {
 	// Pebble iterator never reads a half-collected revision.
 	oldest atomic.Uint64
 
+	// feed holds the changes of recent revisions for watchers; appended under writeMu
+	// in revision order, read up to head.
+	feed *changefeed.Feed
+
 	// lifeMu guards users and closed: Close waits for every operation using the
 	// database to end before closing it.
 	lifeMu  sync.Mutex
@@ -145,6 +150,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	s.feed = changefeed.New(store.Revision(s.head.Load()), 0, 0)
 	if opts.GCInterval > 0 {
 		go s.collectLoop()
 	} else {

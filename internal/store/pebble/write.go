@@ -88,6 +88,7 @@ func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Val
 		return 0, err
 	}
 	return s.write(ctx, nil, validate, func(_ *reader, t *tx) error {
+		t.schemaChanged = true
 		return t.b.Set(schemaKey(t.rev), []byte(text), nil)
 	})
 }
@@ -106,6 +107,7 @@ func (s *Store) write(ctx context.Context, preconditions []store.Precondition, v
 		return 0, fmt.Errorf("pebble store: syncing the write-ahead log: %w", err)
 	}
 	s.publish(rev)
+	s.feed.Notify()
 	return store.Revision(rev), nil
 }
 
@@ -129,7 +131,11 @@ func (s *Store) applyWrite(ctx context.Context, preconditions []store.Preconditi
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return t.commitLocked(pebble.NoSync)
+	rev, err := t.commitLocked(pebble.NoSync)
+	if err == nil {
+		s.feed.Append(t.watchChange(), false)
+	}
+	return rev, err
 }
 
 // publish makes rev the head unless a later revision already is (syncs can finish
@@ -215,6 +221,9 @@ type tx struct {
 	b   *pebble.Batch
 	it  *pebble.Iterator // lazily opened, for current-version lookups
 	buf []byte
+	// changes and schemaChanged are what the revision did, for watchers.
+	changes       []store.RelationshipChange
+	schemaChanged bool
 }
 
 func (s *Store) newTxLocked() *tx {
@@ -279,10 +288,13 @@ func (t *tx) apply(u store.Update) error {
 	}
 	live := found && deleted == 0
 	if u.Op == store.Delete {
-		if live {
-			return t.end(k, created, value)
+		if !live {
+			return nil
 		}
-		return nil
+		if err := t.recordChange(store.ChangeDelete, k, curBody); err != nil {
+			return err
+		}
+		return t.end(k, created, value)
 	}
 	if u.Op == store.Create && live {
 		exp, err := bodyExpiry(curBody)
@@ -306,7 +318,7 @@ func (t *tx) apply(u store.Update) error {
 		}
 	}
 	t.put(k, &u.Relationship, body)
-	return nil
+	return t.recordChange(store.ChangeTouch, k, body)
 }
 
 // end marks the version of k created at created as deleted at t.rev.

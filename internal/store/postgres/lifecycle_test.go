@@ -42,14 +42,14 @@ func TestOpenRefusesUnmigratedDatabase(t *testing.T) {
 
 	// A database at an older version is refused the same way.
 	dbName := uri[strings.LastIndex(uri, "/")+1 : strings.Index(uri, "?")]
-	if err := srv.Exec(ctx, dbName, "UPDATE latch_migrations SET version = 0"); err != nil {
+	if err := srv.Exec(ctx, dbName, "UPDATE latch_migrations SET version = version - 1000"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := postgres.Open(ctx, uri, postgres.Options{GCInterval: -1}); !errors.Is(err, postgres.ErrNotMigrated) {
 		t.Fatalf("opening an older database: %v; want ErrNotMigrated", err)
 	}
 	// A newer one asks for a newer latch.
-	if err := srv.Exec(ctx, dbName, "UPDATE latch_migrations SET version = 999"); err != nil {
+	if err := srv.Exec(ctx, dbName, "UPDATE latch_migrations SET version = version + 2000"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = postgres.Open(ctx, uri, postgres.Options{GCInterval: -1})

@@ -74,6 +74,12 @@ INSERT INTO latch_revision (rev) VALUES (1);
 INSERT INTO latch_transactions (rev, xid, snapshot, committed_at)
 	VALUES (1, pg_current_xact_id(), pg_current_snapshot(), clock_timestamp());
 `,
+}, {
+	version: 2,
+	name:    "index of relationships by creating transaction, for watch",
+	// Watch finds a revision's touches by created_xid; its deletes use the partial
+	// index on deleted_xid.
+	sql: `CREATE INDEX latch_relationships_created ON latch_relationships (created_xid);`,
 }}
 
 // latestVersion is the schema version this code reads and writes.

@@ -1,8 +1,9 @@
 // Package storetest is the conformance suite every store backend runs: write semantics
 // (create, touch, delete, preconditions, validation, atomicity), MVCC reads at old
 // revisions, every filter field, key order and cursor paging, expiration, caveats,
-// filtered deletes, the stored schema, concurrency and cancellation, and a randomized
-// comparison against a trivially correct model. A backend's test calls Run with a
+// filtered deletes, the stored schema, concurrency and cancellation, a randomized
+// comparison against a trivially correct model, and, for stores that implement
+// store.Watcher, the change stream. A backend's test calls Run with a
 // constructor of fresh, empty stores.
 package storetest
 
@@ -52,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Concurrency", testConcurrency},
 		{"Cancellation", testCancellation},
 		{"RandomModel", testRandomModel},
+		{"Watch", testWatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,124 @@
+package memory
+
+import (
+	"context"
+	"iter"
+	"slices"
+
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
+)
+
+// watchBatch bounds the revisions one step of a watch reads from the feed.
+const watchBatch = 256
+
+// Watch streams the changes committed after revision after (see store.Watcher).
+//
+// Recent revisions come from an in-memory feed that writers append to under the write
+// lock; a watcher whose position the feed has dropped (it paused for more than a few
+// thousand revisions) rebuilds the missing revisions from the records' created and
+// deleted revisions, which the store keeps for the whole GC window. That rebuild scans
+// every record once. Versions of relationships that expired longer ago than the GC
+// window are freed early and so are missing from rebuilt history.
+func (s *Store) Watch(ctx context.Context, after store.Revision, opts store.WatchOptions) iter.Seq2[store.Change, error] {
+	if _, err := s.Reader(ctx, after); err != nil {
+		return func(yield func(store.Change, error) bool) { yield(store.Change{}, err) }
+	}
+	return changefeed.Watch(ctx, s.watchNext, after, opts, 0)
+}
+
+// publishLocked appends a committed revision to the feed.
+func (s *Store) publishLocked(rev uint64, changes []store.RelationshipChange, schema bool) {
+	changefeed.SortUpdates(changes)
+	s.feed.Append(store.Change{Revision: store.Revision(rev), Updates: changes, SchemaChanged: schema}, false)
+}
+
+// watchNext reads the changes after after from the feed, or from history when the
+// feed no longer holds them.
+func (s *Store) watchNext(ctx context.Context, after store.Revision) (changefeed.Step, error) {
+	if err := ctx.Err(); err != nil {
+		return changefeed.Step{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	head := store.Revision(s.head)
+	if after > head {
+		return changefeed.Step{}, store.ErrRevisionInFuture
+	}
+	// The feed is appended under the write lock, so the wake channel taken under the
+	// read lock is closed by the next revision.
+	wake := s.feed.Wait()
+	b := s.feed.Read(after, head, watchBatch)
+	if b.Gap == 0 {
+		return changefeed.Step{Changes: b.Changes, Through: b.Through, More: b.Through < head, Wake: wake}, nil
+	}
+	if uint64(after) < s.oldest {
+		return changefeed.Step{}, store.ErrRevisionGone
+	}
+	changes := s.historyLocked(uint64(after), uint64(b.Gap))
+	return changefeed.Step{Changes: changes, Through: b.Gap, More: b.Gap < head, Wake: wake}, nil
+}
+
+// historyLocked rebuilds the non-empty changes of revisions after+1..through from the
+// records. A record created in the range is a touch; one ended in the range is a
+// delete, unless the same revision wrote a new version of its key (a touch that
+// replaced it).
+func (s *Store) historyLocked(after, through uint64) []store.Change {
+	type at struct {
+		rev uint64
+		key exactKey
+	}
+	inRange := func(rev uint64) bool { return rev > after && rev <= through }
+	byRev := map[uint64][]store.RelationshipChange{}
+	touched := map[at]bool{}
+	var deleted []uint32
+	for idx := uint32(1); int(idx) < s.recs.len(); idx++ {
+		r := s.recs.at(idx)
+		if r.created == 0 {
+			continue // a free slot
+		}
+		if inRange(r.created) {
+			byRev[r.created] = append(byRev[r.created], store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(r)})
+			touched[at{r.created, r.exactKey()}] = true
+		}
+		if r.deleted != liveRev && inRange(r.deleted) {
+			deleted = append(deleted, idx)
+		}
+	}
+	for _, idx := range deleted {
+		r := s.recs.at(idx)
+		if !touched[at{r.deleted, r.exactKey()}] {
+			byRev[r.deleted] = append(byRev[r.deleted], store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(r)})
+		}
+	}
+	schema := map[uint64]bool{}
+	for _, v := range s.schemas {
+		if inRange(v.rev) {
+			schema[v.rev] = true
+		}
+	}
+	return assemble(byRev, schema)
+}
+
+// assemble orders rebuilt changes by revision and their updates by key.
+func assemble(byRev map[uint64][]store.RelationshipChange, schema map[uint64]bool) []store.Change {
+	revs := make([]uint64, 0, len(byRev)+len(schema))
+	for rev := range byRev {
+		revs = append(revs, rev)
+	}
+	for rev := range schema {
+		if _, ok := byRev[rev]; !ok {
+			revs = append(revs, rev)
+		}
+	}
+	slices.Sort(revs)
+	out := make([]store.Change, 0, len(revs))
+	for _, rev := range revs {
+		us := byRev[rev]
+		changefeed.SortUpdates(us)
+		out = append(out, store.Change{Revision: store.Revision(rev), Updates: us, SchemaChanged: schema[rev]})
+	}
+	return out
+}
+
+var _ store.Watcher = (*Store)(nil)
