@@ -79,6 +79,7 @@ with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.
 		newValidateCommand(env),
 		newDatastoreCommand(env),
 		newWatchCommand(env),
+		newBenchCommand(env),
 	)
 	return root
 }

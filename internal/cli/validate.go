@@ -60,6 +60,9 @@ is 1 if any file has a problem or a failing assertion, 0 otherwise.`,
 
 // validateFile runs one file, prints its outcome and reports whether it passed.
 func validateFile(ctx context.Context, path string, out io.Writer) bool {
+	if isPermify, passed := validatePermifyFile(ctx, path, out); isPermify {
+		return passed
+	}
 	f, err := validationfile.Load(path)
 	if err == nil {
 		var rep validationfile.Report

@@ -39,7 +39,7 @@ type Relationship struct {
 // Key identifies a relationship regardless of its caveat and expiration: two
 // relationships with equal keys are the same relationship.
 type Key struct {
-	ResourceType, ResourceID, Relation        string
+	ResourceType, ResourceID, Relation      string
 	SubjectType, SubjectID, SubjectRelation string
 }
 

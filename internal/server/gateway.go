@@ -40,10 +40,12 @@ func (s *Server) newGateway() error {
 	if err := v1.RegisterWatchServiceHandlerClient(ctx, mux, v1.NewWatchServiceClient(conn)); err != nil {
 		return err
 	}
+	handler, closePermify := s.withPermify(mux)
 	s.http = &http.Server{
-		Handler:           s.limitBody(mux),
+		Handler:           s.limitBody(handler),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
+	s.http.RegisterOnShutdown(closePermify)
 	return nil
 }
 

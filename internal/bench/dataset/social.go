@@ -3,10 +3,12 @@
 package dataset
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/latch-authz/latch/internal/bench/dist"
 	"github.com/latch-authz/latch/internal/rel"
 )
 
@@ -38,6 +40,13 @@ definition interaction {
 
 // Social sizes the social network. The reference size is Users = 100,000 (about 1.5M
 // relationships); contents and interactions scale with users.
+//
+// Activity is Pareto-shaped: who follows, who owns content and who creates
+// interactions is drawn so that 20% of users produce 80% of each (dist.ParetoAlpha80,
+// through a seeded permutation so the active users are not the low ids). How many
+// followers a user has is drawn from Pareto(1.5) with mean 10, capped at 20,000, so a few
+// users have thousands. About 1% of follows are blocks instead, 1% of profiles are public
+// (follower@user:*) and 25% of contents are public (public@user:*).
 type Social struct {
 	Users int
 	Seed  uint64
@@ -49,60 +58,116 @@ const (
 	maxFollowers = 20000
 )
 
+// Name is the data set's name on the command line.
+func (s Social) Name() string { return "social" }
+
+// Schema is the data set's schema.
+func (s Social) Schema() string { return SocialSchema }
+
+// Estimate is about how many relationships Generate yields: per user one self, about
+// 9.8 follows (the Pareto mean of 10 less the capped tail), a hundredth of a public
+// marker, a content with a quarter of a public marker and an interaction with two edges
+// (1,406,070 for 100,000 users and seed 1).
+func (s Social) Estimate() int { return int(float64(s.Users) * 14.06) }
+
 // Generate yields every relationship of the data set in a fixed order; the same seed
-// yields the same data. It stops at the first error yield returns.
+// yields the same data. It stops at the first error yield returns. Memory stays
+// proportional to the largest follower count, never to the data set.
 func (s Social) Generate(yield func(rel.Relationship) error) error {
+	if s.Users <= 0 {
+		return fmt.Errorf("the social data set needs at least 1 user, got %d", s.Users)
+	}
 	rnd := rand.New(rand.NewPCG(s.Seed, 0x50c1a1))
-	n := s.Users
-	xm := meanFollows * (paretoAlpha - 1) / paretoAlpha
-	for i := range n {
-		u := User(i)
-		if err := yield(edge("user", u, "self", "user", u)); err != nil {
-			return err
-		}
-		followers := int(xm / math.Pow(1-rnd.Float64(), 1/paretoAlpha))
-		followers = min(followers, maxFollowers, n-1)
-		seen := make(map[int]struct{}, followers)
-		for len(seen) < followers {
-			f := rnd.IntN(n)
-			if _, dup := seen[f]; dup || f == i {
-				continue
-			}
-			seen[f] = struct{}{}
-			if err := yield(edge("user", u, "follower", "user", User(f))); err != nil {
-				return err
-			}
-		}
-		if rnd.IntN(100) == 0 {
-			if err := yield(edge("user", u, "follower", "user", rel.Wildcard)); err != nil {
-				return err
-			}
-		}
-		if err := yield(edge("user", u, "blocked", "user", User(rnd.IntN(n)))); err != nil {
+	active := dist.Spec{Kind: dist.Pareto, N: s.Users, Seed: s.Seed ^ 0xac71}.New(rnd)
+	g := socialGen{n: s.Users, rnd: rnd, active: active, yield: yield}
+	for i := range s.Users {
+		if err := g.user(i); err != nil {
 			return err
 		}
 	}
-	for i := range n {
-		c := Content(i)
-		if err := yield(edge("content", c, "owner", "user", User(rnd.IntN(n)))); err != nil {
+	for i := range s.Users {
+		if err := g.content(i); err != nil {
 			return err
-		}
-		if rnd.IntN(4) == 0 {
-			if err := yield(edge("content", c, "public", "user", rel.Wildcard)); err != nil {
-				return err
-			}
 		}
 	}
-	for i := range n {
-		in := Interaction(i)
-		if err := yield(edge("interaction", in, "creator", "user", User(rnd.IntN(n)))); err != nil {
-			return err
-		}
-		if err := yield(edge("interaction", in, "parent", "content", Content(rnd.IntN(n)))); err != nil {
+	for i := range s.Users {
+		if err := g.interaction(i); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+type socialGen struct {
+	n      int
+	rnd    *rand.Rand
+	active dist.Sampler
+	yield  func(rel.Relationship) error
+	seen   map[int]struct{}
+}
+
+func (g *socialGen) user(i int) error {
+	u := User(i)
+	if err := g.yield(edge("user", u, "self", "user", u)); err != nil {
+		return err
+	}
+	if err := g.follows(i, u); err != nil {
+		return err
+	}
+	if g.rnd.IntN(100) == 0 {
+		return g.yield(edge("user", u, "follower", "user", rel.Wildcard))
+	}
+	return nil
+}
+
+// follows yields user i's followers, drawn by activity; a hundredth become blocks.
+func (g *socialGen) follows(i int, u string) error {
+	xm := meanFollows * (paretoAlpha - 1) / paretoAlpha
+	k := int(math.Round(xm / math.Pow(1-g.rnd.Float64(), 1/paretoAlpha)))
+	k = min(k, maxFollowers, g.n-1)
+	if g.seen == nil {
+		g.seen = map[int]struct{}{}
+	}
+	clear(g.seen)
+	// The most active users are drawn again and again; after enough tries the rest of
+	// the followers come uniformly, so a huge follower count still ends.
+	for tries := 0; len(g.seen) < k; tries++ {
+		f := g.active.Next()
+		if tries > 20*k {
+			f = g.rnd.IntN(g.n)
+		}
+		if _, dup := g.seen[f]; dup || f == i {
+			continue
+		}
+		g.seen[f] = struct{}{}
+		relation := "follower"
+		if g.rnd.IntN(100) == 0 {
+			relation = "blocked"
+		}
+		if err := g.yield(edge("user", u, relation, "user", User(f))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *socialGen) content(i int) error {
+	c := Content(i)
+	if err := g.yield(edge("content", c, "owner", "user", User(g.active.Next()))); err != nil {
+		return err
+	}
+	if g.rnd.IntN(4) == 0 {
+		return g.yield(edge("content", c, "public", "user", rel.Wildcard))
+	}
+	return nil
+}
+
+func (g *socialGen) interaction(i int) error {
+	in := Interaction(i)
+	if err := g.yield(edge("interaction", in, "creator", "user", User(g.active.Next()))); err != nil {
+		return err
+	}
+	return g.yield(edge("interaction", in, "parent", "content", Content(g.rnd.IntN(g.n))))
 }
 
 // User, Content and Interaction name the i-th object of each type.

@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latch-authz/latch/internal/bench/dataset"
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// Load methods.
+const (
+	LoadAuto  = "auto"  // bulk import, or write batches when the server lacks it
+	LoadBulk  = "bulk"  // ImportBulkRelationships only
+	LoadWrite = "write" // WriteRelationships batches with TOUCH only
+)
+
+// LoadOptions configure Load.
+type LoadOptions struct {
+	Method string
+	// Batch is the relationships per message (bulk) or per WriteRelationships call (write); default 1000.
+	Batch int
+	// Chunk is the relationships per bulk import stream, each a transaction on the
+	// server; default 100,000.
+	Chunk int
+	// Progress receives a progress bar and the final figure; nil for none.
+	Progress io.Writer
+}
+
+// LoadStats says what Load did.
+type LoadStats struct {
+	Relationships int64
+	Elapsed       time.Duration
+	Method        string
+}
+
+// Rate is relationships per second.
+func (s LoadStats) Rate() float64 { return float64(s.Relationships) / max(s.Elapsed.Seconds(), 1e-9) }
+
+// Load writes ds's schema, then streams its relationships into the server, never
+// holding more than one batch.
+func Load(ctx context.Context, conn Conn, ds dataset.Dataset, opt LoadOptions) (LoadStats, error) {
+	if opt.Batch <= 0 {
+		opt.Batch = 1000
+	}
+	if opt.Chunk <= 0 {
+		opt.Chunk = 100_000
+	}
+	if _, err := v1.NewSchemaServiceClient(conn).WriteSchema(ctx, &v1.WriteSchemaRequest{Schema: ds.Schema()}); err != nil {
+		return LoadStats{}, fmt.Errorf("writing the %s schema: %w", ds.Name(), err)
+	}
+	pc := v1.NewPermissionsServiceClient(conn)
+	method := opt.Method
+	if method == "" || method == LoadAuto {
+		method = LoadBulk
+		if !bulkServed(ctx, pc) {
+			method = LoadWrite
+		}
+	}
+	bar := newProgress(opt.Progress, ds.Estimate())
+	var err error
+	if method == LoadBulk {
+		err = loadBulk(ctx, pc, ds, opt, bar)
+	} else {
+		err = loadWrites(ctx, pc, ds, opt, bar)
+	}
+	st := bar.finish(method)
+	if err != nil {
+		return st, fmt.Errorf("loading %s after %d relationships: %w", ds.Name(), st.Relationships, err)
+	}
+	return st, nil
+}
+
+// bulkServed probes ImportBulkRelationships with an empty import, which changes nothing.
+func bulkServed(ctx context.Context, pc v1.PermissionsServiceClient) bool {
+	st, err := pc.ImportBulkRelationships(ctx)
+	if err == nil {
+		_, err = st.CloseAndRecv()
+	}
+	return status.Code(err) != codes.Unimplemented
+}
+
+func loadBulk(ctx context.Context, pc v1.PermissionsServiceClient, ds dataset.Dataset, opt LoadOptions, bar *progress) error {
+	var stream v1.PermissionsService_ImportBulkRelationshipsClient
+	batch := make([]*v1.Relationship, 0, opt.Batch)
+	inStream := 0
+	send := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if stream == nil {
+			var err error
+			if stream, err = pc.ImportBulkRelationships(ctx); err != nil {
+				return err
+			}
+		}
+		if err := stream.Send(&v1.ImportBulkRelationshipsRequest{Relationships: batch}); err != nil {
+			_, cerr := stream.CloseAndRecv() // the server's reason, when it ended the stream
+			return errors.Join(err, cerr)
+		}
+		inStream += len(batch)
+		batch = batch[:0]
+		return nil
+	}
+	commit := func() error {
+		if err := send(); err != nil || stream == nil {
+			return err
+		}
+		_, err := stream.CloseAndRecv()
+		bar.add(int64(inStream))
+		stream, inStream = nil, 0
+		return err
+	}
+	err := ds.Generate(func(r rel.Relationship) error {
+		batch = append(batch, relToV1(r))
+		if len(batch) < opt.Batch {
+			return nil
+		}
+		if err := send(); err != nil {
+			return err
+		}
+		if inStream >= opt.Chunk {
+			return commit()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return commit()
+}
+
+func loadWrites(ctx context.Context, pc v1.PermissionsServiceClient, ds dataset.Dataset, opt LoadOptions, bar *progress) error {
+	updates := make([]*v1.RelationshipUpdate, 0, opt.Batch)
+	flush := func() error {
+		if len(updates) == 0 {
+			return nil
+		}
+		if _, err := pc.WriteRelationships(ctx, &v1.WriteRelationshipsRequest{Updates: updates}); err != nil {
+			return err
+		}
+		bar.add(int64(len(updates)))
+		updates = updates[:0]
+		return nil
+	}
+	err := ds.Generate(func(r rel.Relationship) error {
+		updates = append(updates, &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_TOUCH, Relationship: relToV1(r)})
+		if len(updates) == opt.Batch {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+func relToV1(r rel.Relationship) *v1.Relationship {
+	out := &v1.Relationship{
+		Resource: &v1.ObjectReference{ObjectType: r.Resource.Type, ObjectId: r.Resource.ID},
+		Relation: r.Relation,
+		Subject: &v1.SubjectReference{Object: &v1.ObjectReference{ObjectType: r.Subject.Object.Type, ObjectId: r.Subject.Object.ID},
+			OptionalRelation: r.Subject.Relation},
+	}
+	if r.Caveat != nil {
+		ctx, _ := structpb.NewStruct(r.Caveat.Context) // generated contexts are JSON values
+		out.OptionalCaveat = &v1.ContextualizedCaveat{CaveatName: r.Caveat.Name, Context: ctx}
+	}
+	if r.Expiration != nil {
+		out.OptionalExpiresAt = timestamppb.New(*r.Expiration)
+	}
+	return out
+}
+
+// WriteFile writes ds as one relationship per line in latch's relationship syntax.
+func WriteFile(w io.Writer, ds dataset.Dataset, progressTo io.Writer) (LoadStats, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	bar := newProgress(progressTo, ds.Estimate())
+	var n int64
+	err := ds.Generate(func(r rel.Relationship) error {
+		bw.WriteString(rel.String(r))
+		if err := bw.WriteByte('\n'); err != nil {
+			return err
+		}
+		if n++; n%10_000 == 0 {
+			bar.add(10_000)
+		}
+		return nil
+	})
+	bar.add(n % 10_000)
+	if err == nil {
+		err = bw.Flush()
+	}
+	return bar.finish("file"), err
+}
+
+// progress draws a bar on a terminal-like writer, redrawn a few times a second.
+type progress struct {
+	w        io.Writer
+	estimate int64
+	start    time.Time
+	done     atomic.Int64
+	lastDraw time.Time
+}
+
+func newProgress(w io.Writer, estimate int) *progress {
+	return &progress{w: w, estimate: int64(estimate), start: time.Now()}
+}
+
+func (p *progress) add(n int64) {
+	done := p.done.Add(n)
+	if p.w == nil || time.Since(p.lastDraw) < 200*time.Millisecond {
+		return
+	}
+	p.lastDraw = time.Now()
+	frac := min(float64(done)/float64(max(p.estimate, 1)), 1)
+	filled := int(frac * 30)
+	rate := float64(done) / max(time.Since(p.start).Seconds(), 1e-9)
+	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%% %d relationships, %.0f/s ", strings.Repeat("#", filled), strings.Repeat(".", 30-filled), frac*100, done, rate)
+}
+
+func (p *progress) finish(method string) LoadStats {
+	st := LoadStats{Relationships: p.done.Load(), Elapsed: time.Since(p.start), Method: method}
+	if p.w != nil {
+		fmt.Fprintf(p.w, "\r[%s] %d relationships in %.1fs: %.0f relationships/s (%s)\n",
+			strings.Repeat("#", 30), st.Relationships, st.Elapsed.Seconds(), st.Rate(), describeMethod(method))
+	}
+	return st
+}
+
+func describeMethod(m string) string {
+	switch m {
+	case LoadBulk:
+		return "ImportBulkRelationships"
+	case LoadWrite:
+		return "WriteRelationships batches of TOUCH"
+	}
+	return m
+}

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/latch-authz/latch/internal/bench"
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// e2eWorkload has every step type and both load models, and lasts under 3 s.
+const e2eWorkload = `name: e2e
+users: 300
+dataset: {name: social, seed: 2}
+generators:
+  subject: {dist: zipf, s: 1.1, seed: 42}
+  active: {dist: pareto}
+  dau: {dist: dau, factor: 0.1}
+  user: {dist: uniform}
+  content: {dist: uniform}
+steps:
+  - {name: check-content, type: check, weight: 40, resource: "content:c{content}", permission: view, subject: "user:u{subject}"}
+  - {name: check-dau, type: check, weight: 10, resource: "user:u{user}", permission: view, subject: "user:u{dau}", consistency: fully_consistent}
+  - {name: check-bulk, type: check-bulk, weight: 5, items: 5, resource: "content:c{content}", permission: view, subject: "user:u{subject}"}
+  - {name: lookup-resources, type: lookup-resources, weight: 3, resource: content, permission: view, subject: "user:u{subject}"}
+  - {name: lookup-subjects, type: lookup-subjects, weight: 3, resource: "user:u{user}", permission: view, subject: user}
+  - {name: read, type: read, weight: 5, resource: "user:u{user}", relation: follower, limit: 50}
+  - {name: follow, type: write, weight: 5, resource: "user:u{user}", relation: follower, subject: "user:u{active}"}
+  - {name: unfollow, type: delete, weight: 3, resource: "user:u{user}", relation: follower, subject: "user:u{active}"}
+  - {name: check-fresh, type: check, weight: 5, resource: "user:u{user}", permission: view, subject: "user:u{active}", consistency: at_least_as_fresh}
+phases:
+  - {name: warm-up, warmup: true, duration: 300ms, closed: {in_flight: 4}}
+  - {name: closed, duration: 1200ms, closed: {in_flight: 8}}
+  - {name: open, open: {start_rate: 100, stages: [{target: 300, duration: 1s}], max_in_flight: 16}}
+`
+
+func TestBenchRunInProcessEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	wl, jsonPath, htmlPath := filepath.Join(dir, "w.yaml"), filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	if err := os.WriteFile(wl, []byte(e2eWorkload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := latch(t, "bench", "run", wl, "--in-process", "-o", jsonPath, "--html", htmlPath)
+	if r.code != 0 {
+		t.Fatalf("bench run exited %d:\n%s", r.code, r.err)
+	}
+	if !strings.Contains(r.err, "relationships/s") || !strings.Contains(r.out, "phase closed") {
+		t.Errorf("want a load figure on stderr and a summary on stdout; stderr:\n%s\nstdout:\n%s", r.err, r.out)
+	}
+	res, err := bench.ReadResult(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, res)
+	checkHTML(t, htmlPath, res)
+
+	r = latch(t, "bench", "compare", jsonPath, jsonPath)
+	if r.code != 0 || !strings.Contains(r.out, "1.00x") {
+		t.Errorf("compare of a result with itself: exit %d, out:\n%s%s", r.code, r.out, r.err)
+	}
+	again := filepath.Join(dir, "again.html")
+	if r = latch(t, "bench", "report", jsonPath, "-o", again); r.code != 0 {
+		t.Errorf("bench report: %s", r.err)
+	}
+}
+
+func checkResult(t *testing.T, res *bench.Result) {
+	t.Helper()
+	if res.Users != 300 || len(res.Phases) != 2 || res.Phases[0].Name != "closed" || res.Phases[1].Name != "open" {
+		t.Fatalf("result has users %d and %d phases %v; want 300 and the two measured phases (warm-up excluded)", res.Users, len(res.Phases), res.Phases)
+	}
+	closed, open := res.Phases[0], res.Phases[1]
+	for _, s := range closed.Steps {
+		if s.Count+errorCount(s) == 0 {
+			t.Errorf("step %s ran no request in the closed phase", s.Name)
+		}
+	}
+	for _, p := range res.Phases {
+		for _, s := range p.Steps {
+			// The server may not serve lookups yet; then they must show as Unimplemented,
+			// counted by code. Every other step must succeed.
+			lookup := strings.HasPrefix(s.Type, "lookup-")
+			if len(s.Errors) > 0 && !(lookup && len(s.Errors) == 1 && s.Errors["Unimplemented"] > 0) {
+				t.Errorf("phase %s step %s: errors %v", p.Name, s.Name, s.Errors)
+			}
+			if !lookup && s.Count == 0 && p.Name == "closed" {
+				t.Errorf("step %s: no successful request in the closed phase", s.Name)
+			}
+			l := s.Latency
+			if s.Count > 0 && !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P95 && l.P95 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
+				t.Errorf("phase %s step %s: percentiles out of order: %+v", p.Name, s.Name, l)
+			}
+		}
+		if len(p.Series) == 0 || p.Total.Rate <= 0 || len(p.Total.Histogram) == 0 {
+			t.Errorf("phase %s: %d series points, rate %g, %d buckets", p.Name, len(p.Series), p.Total.Rate, len(p.Total.Histogram))
+		}
+	}
+	// 100→300/s over 1 s is 200 arrivals, every one started or dropped.
+	if open.Scheduled != 200 || open.Total.Count+open.Dropped+errorCount(open.Total) != 200 {
+		t.Errorf("open phase: scheduled %d, answered %d, dropped %d; want 200 in all", open.Scheduled, open.Total.Count, open.Dropped)
+	}
+	if closed.GeneratorCPU.Cores <= 0 {
+		t.Errorf("generator CPU %+v", closed.GeneratorCPU)
+	}
+}
+
+func errorCount(s bench.StepResult) int64 {
+	var n int64
+	for _, c := range s.Errors {
+		n += c
+	}
+	return n
+}
+
+func checkHTML(t *testing.T, path string, res *bench.Result) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, want := range []string{"<!DOCTYPE html>", "<svg", "<polyline", "Latency percentiles over time", "Throughput over time", "Latency histogram", "Phase closed", "Phase open", "check-bulk", "lookup-subjects"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"http://", "https://", "<script", "<link", "<img"} {
+		if strings.Contains(strings.ReplaceAll(page, `xmlns="http://www.w3.org/2000/svg"`, ""), banned) {
+			t.Errorf("the report holds %q: it must be self-contained", banned)
+		}
+	}
+	if strings.Count(page, "<svg") != 3*len(res.Phases) {
+		t.Errorf("the report has %d charts, want 3 per phase", strings.Count(page, "<svg"))
+	}
+}
+
+func TestBenchGenToFileIsDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	gen := func(name, seed string) []byte {
+		path := filepath.Join(dir, name)
+		if r := latch(t, "bench", "gen", "social", "--users", "300", "--seed", seed, "-o", path); r.code != 0 {
+			t.Fatalf("bench gen: %s", r.err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, b, c := gen("a", "3"), gen("b", "3"), gen("c", "4")
+	if !bytes.Equal(a, b) {
+		t.Error("the same seed wrote different files")
+	}
+	if bytes.Equal(a, c) {
+		t.Error("different seeds wrote the same file")
+	}
+	lines := strings.Split(strings.TrimSpace(string(a)), "\n")
+	if len(lines) < 3000 {
+		t.Errorf("%d relationships for 300 users, want about 4,000", len(lines))
+	}
+	for _, l := range lines {
+		if _, err := rel.Parse(l); err != nil {
+			t.Fatalf("line %q does not parse: %v", l, err)
+		}
+	}
+}
+
+func TestBenchGenIntoServer(t *testing.T) {
+	const key = "bench-key"
+	addr := startServer(t, key)
+	r := latch(t, "bench", "gen", "permify", "--users", "100", "--endpoint", addr, "--token", key)
+	if r.code != 0 || !strings.Contains(r.err, "650 relationships") || !strings.Contains(r.err, "relationships/s") {
+		t.Fatalf("bench gen permify: exit %d\n%s", r.code, r.err)
+	}
+	for check, want := range map[string]string{
+		"content:0#view@user:0":     "true", // owner
+		"content:4#view@user:55":    "true", // public (4 % 4 == 0)
+		"content:5#view@user:6":     "true", // the owner's follower
+		"content:5#view@user:55":    "false",
+		"interaction:5#view@user:5": "true",
+	} {
+		if r := latch(t, "check", check, "--endpoint", addr, "--token", key); strings.TrimSpace(r.out) != want {
+			t.Errorf("check %s: %q %s, want %s", check, r.out, r.err, want)
+		}
+	}
+}
+
+func TestBenchRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(e2eWorkload, "type: read", "type: scan", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := latch(t, "bench", "run", bad, "--in-process"); r.code != 1 || !strings.Contains(r.err, "bad.yaml: line 16: step \"read\": type \"scan\"") {
+		t.Errorf("bad workload: exit %d, stderr %q", r.code, r.err)
+	}
+	if r := latch(t, "bench", "run", bad, "--target", "mars"); r.code != 1 {
+		t.Errorf("unknown target accepted: %q", r.err)
+	}
+	if r := latch(t, "bench", "gen", "twitter", "-o", filepath.Join(dir, "x")); r.code != 1 || !strings.Contains(r.err, `unknown data set "twitter"`) {
+		t.Errorf("unknown data set: exit %d, stderr %q", r.code, r.err)
+	}
+	if r := latch(t, "bench", "compare", bad, bad); r.code != 1 || !strings.Contains(r.err, "not a latch bench result") {
+		t.Errorf("compare of a non-result: exit %d, stderr %q", r.code, r.err)
+	}
+}

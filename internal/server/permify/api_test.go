@@ -1,0 +1,382 @@
+package permify
+
+import (
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const docSchema = `entity user {}
+entity team { relation member @user }
+entity doc {
+    relation owner @user
+    relation viewer @user @team#member
+    relation parent @folder
+    attribute is_public boolean
+    attribute tags string[]
+    attribute size integer
+    attribute price double
+    permission view = owner or viewer or is_public or parent.view
+    action edit = owner not blocked_edit
+    permission blocked_edit = viewer and owner
+    permission cheap = within_budget(price)
+    permission tagged = has_tag(tags)
+}
+entity folder { relation owner @user permission view = owner }
+rule within_budget(price double) { price <= context.data.budget }
+rule has_tag(tags string[]) { context.data.tag in tags }
+`
+
+func seedDocs(t *testing.T, a *api, tenant string) string {
+	t.Helper()
+	out := a.ok("/v1/tenants/"+tenant+"/schemas/write", map[string]any{"schema": docSchema, "unknown_field": 1})
+	if v, _ := out["schema_version"].(string); v == "" {
+		t.Fatalf("schemas/write answered %v", out)
+	}
+	out = a.ok("/v1/tenants/"+tenant+"/data/write", map[string]any{
+		"tuples": []any{
+			tuple("doc:1", "owner", "user:alice"),
+			tuple("doc:1", "viewer", "team:eng#member"),
+			tuple("team:eng", "member", "user:bob"),
+			tuple("doc:2", "parent", "folder:f"),
+			tuple("folder:f", "owner", "user:carol"),
+			tuple("doc:1", "owner", "user:alice"), // repeated in one write: accepted
+		},
+		"attributes": []any{
+			attr("doc:3", "is_public", map[string]any{"boolean": true}),
+			attr("doc:4", "is_public", boolValue(false)),
+			attr("doc:1", "price", map[string]any{"@type": "type.googleapis.com/base.v1.DoubleValue", "data": 12.5}),
+			attr("doc:1", "tags", map[string]any{"@type": "type.googleapis.com/base.v1.StringArrayValue", "data": []any{"red", "blue"}}),
+			attr("doc:1", "size", 3),
+		},
+	})
+	snap, _ := out["snap_token"].(string)
+	if snap == "" {
+		t.Fatalf("data/write answered %v", out)
+	}
+	return snap
+}
+
+func TestCheckAnswersFollowTheSchema(t *testing.T) {
+	a := newAPI(t, nil)
+	snap := seedDocs(t, a, "t1")
+	withSnap := map[string]any{"metadata": map[string]any{"snap_token": snap, "schema_version": "", "depth": 20}}
+	budget := func(b float64) map[string]any {
+		return map[string]any{"context": map[string]any{"data": map[string]any{"budget": b}}}
+	}
+	tag := func(s string) map[string]any {
+		return map[string]any{"context": map[string]any{"data": map[string]any{"tag": s}}}
+	}
+	cases := []struct {
+		entity, perm, subject string
+		extra                 map[string]any
+		want                  string
+	}{
+		{"doc:1", "view", "user:alice", withSnap, allowed},
+		{"doc:1", "view", "user:bob", nil, allowed},        // through team#member
+		{"doc:1", "view", "user:mallory", nil, denied},     // nobody
+		{"doc:2", "view", "user:carol", nil, allowed},      // parent.view
+		{"doc:3", "view", "user:anyone", nil, allowed},     // is_public true
+		{"doc:4", "view", "user:anyone", nil, denied},      // is_public false
+		{"doc:3", "view", "team:eng#member", nil, allowed}, // public: any subject
+		{"doc:1", "edit", "user:alice", nil, allowed},
+		{"doc:1", "cheap", "user:x", budget(20), allowed},
+		{"doc:1", "cheap", "user:x", budget(10), denied},
+		{"doc:1", "cheap", "user:x", nil, denied}, // rule lacks context: CONDITIONAL, answered DENIED
+		{"doc:9", "cheap", "user:x", budget(20), denied},
+		{"doc:1", "tagged", "user:x", tag("red"), allowed},
+		{"doc:1", "tagged", "user:x", tag("green"), denied},
+	}
+	for _, c := range cases {
+		if got := a.check("t1", c.entity, c.perm, c.subject, c.extra); got != c.want {
+			t.Errorf("%s#%s@%s %v: got %s, want %s", c.entity, c.perm, c.subject, c.extra, got, c.want)
+		}
+	}
+	// A rule reads attributes written later and keeps the others.
+	a.ok("/v1/tenants/t1/data/write", map[string]any{"attributes": []any{attr("doc:1", "price", 30.0)}})
+	if got := a.check("t1", "doc:1", "cheap", "user:x", budget(20)); got != denied {
+		t.Errorf("after raising the price: %s", got)
+	}
+}
+
+func TestBulkLookupsSubjectPermissionExpand(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	out := a.ok("/v1/tenants/t1/permissions/bulk-check", map[string]any{"items": []any{
+		map[string]any{"entity": ref("doc:1"), "permission": "view", "subject": ref("user:bob")},
+		map[string]any{"entity": ref("doc:1"), "permission": "view", "subject": ref("user:eve")},
+	}})
+	results, _ := out["results"].([]any)
+	if len(results) != 2 || results[0].(map[string]any)["can"] != allowed || results[1].(map[string]any)["can"] != denied {
+		t.Errorf("bulk-check = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/lookup-entity", map[string]any{"entity_type": "doc", "permission": "view", "subject": ref("user:alice")})
+	if !reflect.DeepEqual(out["entity_ids"], []any{"1", "3"}) {
+		t.Errorf("lookup-entity = %v (doc:1 as owner, doc:3 public)", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/lookup-entity", map[string]any{"entity_type": "doc", "permission": "view", "subject": ref("user:alice"), "page_size": 1})
+	if !reflect.DeepEqual(out["entity_ids"], []any{"1"}) || out["continuous_token"] == "" {
+		t.Fatalf("lookup-entity page 1 = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/lookup-entity", map[string]any{"entity_type": "doc", "permission": "view", "subject": ref("user:alice"), "page_size": 1, "continuous_token": out["continuous_token"]})
+	if !reflect.DeepEqual(out["entity_ids"], []any{"3"}) || out["continuous_token"] != "" {
+		t.Errorf("lookup-entity page 2 = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "view", "subject_reference": map[string]any{"type": "user"}})
+	if !reflect.DeepEqual(out["subject_ids"], []any{"alice", "bob"}) {
+		t.Errorf("lookup-subject = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/subject-permission", map[string]any{"entity": ref("doc:1"), "subject": ref("user:alice"), "metadata": map[string]any{"only_permission": true}})
+	want := map[string]any{"view": allowed, "edit": allowed, "blocked_edit": denied, "cheap": denied, "tagged": denied}
+	if !reflect.DeepEqual(out["results"], want) {
+		t.Errorf("subject-permission = %v, want %v", out["results"], want)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/subject-permission", map[string]any{"entity": ref("doc:1"), "subject": ref("user:alice")})
+	if res, _ := out["results"].(map[string]any); res["owner"] != allowed || res["is_public"] != nil {
+		t.Errorf("subject-permission with relations = %v (relations in, attributes out)", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/expand", map[string]any{"entity": ref("doc:1"), "permission": "edit"})
+	tree, _ := out["tree"].(map[string]any)
+	exp, _ := tree["expand"].(map[string]any)
+	if exp["operation"] != "OPERATION_EXCLUSION" || len(exp["children"].([]any)) != 2 {
+		t.Errorf("expand = %v", out)
+	}
+}
+
+func TestDataReadAndDelete(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	out := a.ok("/v1/tenants/t1/data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "doc", "ids": []string{"1"}}}})
+	if tuples, _ := out["tuples"].([]any); len(tuples) != 2 {
+		t.Errorf("relationships/read of doc:1 = %v (owner and viewer; attribute carriers hidden)", out)
+	}
+	out = a.ok("/v1/tenants/t1/data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "doc"}}, "page_size": 1})
+	if tuples, _ := out["tuples"].([]any); len(tuples) != 1 || out["continuous_token"] == "" {
+		t.Fatalf("paged read = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "doc"}}, "page_size": 5, "continuous_token": out["continuous_token"]})
+	if tuples, _ := out["tuples"].([]any); len(tuples) != 2 {
+		t.Errorf("second page = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/data/attributes/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "doc", "ids": []string{"1"}}, "attributes": []string{"price", "size", "tags"}}})
+	got := map[string]any{}
+	for _, x := range out["attributes"].([]any) {
+		m := x.(map[string]any)
+		got[m["attribute"].(string)] = m["value"]
+	}
+	want := map[string]any{
+		"price": map[string]any{"@type": "type.googleapis.com/base.v1.DoubleValue", "data": 12.5},
+		"size":  map[string]any{"@type": "type.googleapis.com/base.v1.IntegerValue", "data": 3.0},
+		"tags":  map[string]any{"@type": "type.googleapis.com/base.v1.StringArrayValue", "data": []any{"red", "blue"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("attributes/read = %v, want %v", got, want)
+	}
+	out = a.ok("/v1/tenants/t1/data/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "folder"}}, "attribute_filter": map[string]any{"entity": map[string]any{"type": "doc", "ids": []string{"3"}}}})
+	if len(out["tuples"].([]any)) != 1 || len(out["attributes"].([]any)) != 1 {
+		t.Errorf("data/read = %v", out)
+	}
+
+	a.ok("/v1/tenants/t1/data/delete", map[string]any{
+		"tuple_filter":     map[string]any{"entity": map[string]any{"type": "team", "ids": []string{"eng"}}, "relation": "member"},
+		"attribute_filter": map[string]any{"entity": map[string]any{"type": "doc", "ids": []string{"3"}}, "attributes": []string{"is_public"}},
+	})
+	if got := a.check("t1", "doc:1", "view", "user:bob", nil); got != denied {
+		t.Errorf("bob after his team membership was deleted: %s", got)
+	}
+	if got := a.check("t1", "doc:3", "view", "user:anyone", nil); got != denied {
+		t.Errorf("doc:3 after is_public was deleted: %s", got)
+	}
+	if got := a.check("t1", "doc:1", "view", "user:alice", nil); got != allowed {
+		t.Errorf("alice, untouched by the delete: %s", got)
+	}
+}
+
+func TestSchemaReadAndVersions(t *testing.T) {
+	a := newAPI(t, nil)
+	v1 := a.ok("/v1/tenants/t1/schemas/write", map[string]any{"schema": "entity user {}\nentity doc { relation owner @user permission view = owner }"})["schema_version"]
+	a.ok("/v1/tenants/t1/data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:alice")}})
+	a.ok("/v1/tenants/t1/schemas/write", map[string]any{"schema": "entity user {}\nentity doc { relation owner @user attribute is_public boolean permission view = is_public }"})
+	if got := a.check("t1", "doc:1", "view", "user:alice", nil); got != denied {
+		t.Errorf("latest schema: %s", got)
+	}
+	if got := a.check("t1", "doc:1", "view", "user:alice", map[string]any{"metadata": map[string]any{"schema_version": v1}}); got != allowed {
+		t.Errorf("schema_version %v: %s", v1, got)
+	}
+	out := a.ok("/v1/tenants/t1/schemas/read", map[string]any{"metadata": map[string]any{"schema_version": v1}})
+	doc := out["schema"].(map[string]any)["entity_definitions"].(map[string]any)["doc"].(map[string]any)
+	if len(doc["attributes"].(map[string]any)) != 0 || doc["permissions"].(map[string]any)["view"] == nil {
+		t.Errorf("schemas/read v1 = %v", doc)
+	}
+	out = a.ok("/v1/tenants/t1/schemas/read", map[string]any{})
+	doc = out["schema"].(map[string]any)["entity_definitions"].(map[string]any)["doc"].(map[string]any)
+	want := map[string]any{"is_public": map[string]any{"name": "is_public", "type": "ATTRIBUTE_TYPE_BOOLEAN"}}
+	if !reflect.DeepEqual(doc["attributes"], want) {
+		t.Errorf("schemas/read latest attributes = %v", doc["attributes"])
+	}
+	leaf := doc["permissions"].(map[string]any)["view"].(map[string]any)["child"].(map[string]any)["leaf"].(map[string]any)
+	if leaf["computed_attribute"] == nil {
+		t.Errorf("view's child = %v", leaf)
+	}
+}
+
+func TestRuleSchemaRead(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	out := a.ok("/v1/tenants/t1/schemas/read", nil)
+	rules := out["schema"].(map[string]any)["rule_definitions"].(map[string]any)
+	want := map[string]any{"name": "within_budget", "arguments": map[string]any{"price": "ATTRIBUTE_TYPE_DOUBLE"}, "expression": "price <= context.data.budget"}
+	if !reflect.DeepEqual(rules["within_budget"], want) {
+		t.Errorf("rule_definitions = %v", rules)
+	}
+	doc := out["schema"].(map[string]any)["entity_definitions"].(map[string]any)["doc"].(map[string]any)
+	if _, synthetic := doc["relations"].(map[string]any)["rule_within_budget_1"]; synthetic {
+		t.Error("rule call carrier shown as a relation")
+	}
+	call := doc["permissions"].(map[string]any)["cheap"].(map[string]any)["child"].(map[string]any)["leaf"].(map[string]any)["call"]
+	if call == nil || call.(map[string]any)["rule_name"] != "within_budget" {
+		t.Errorf("cheap's child = %v", doc["permissions"])
+	}
+}
+
+func TestTenantsAreIsolated(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	out := a.ok("/v1/tenants/create", map[string]any{"id": "t2", "name": "second"})
+	if tn := out["tenant"].(map[string]any); tn["id"] != "t2" || tn["name"] != "second" || tn["created_at"] == "" {
+		t.Errorf("create = %v", out)
+	}
+	a.fails(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "t2"}, http.StatusConflict, codeAlreadyExists, "ERROR_CODE_UNIQUE_CONSTRAINT")
+	a.fails(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "bad id!"}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	// t2 has no schema and none of t1's data.
+	a.fails(http.MethodPost, "/v1/tenants/t2/permissions/check", map[string]any{"entity": ref("doc:1"), "permission": "view", "subject": ref("user:alice")},
+		http.StatusNotFound, codeNotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
+	a.ok("/v1/tenants/t2/schemas/write", map[string]any{"schema": docSchema})
+	if got := a.check("t2", "doc:1", "view", "user:alice", nil); got != denied {
+		t.Errorf("t1's data visible in t2: %s", got)
+	}
+	a.ok("/v1/tenants/t2/data/write", map[string]any{"tuples": []any{tuple("doc:7", "owner", "user:zed")}})
+	if got := a.check("t1", "doc:7", "view", "user:zed", nil); got != denied {
+		t.Errorf("t2's data visible in t1: %s", got)
+	}
+	if got := a.check("t2", "doc:7", "view", "user:zed", nil); got != allowed {
+		t.Errorf("t2's own data: %s", got)
+	}
+	out = a.ok("/v1/tenants/list", map[string]any{"page_size": 10})
+	var ids []string
+	for _, x := range out["tenants"].([]any) {
+		ids = append(ids, x.(map[string]any)["id"].(string))
+	}
+	if strings.Join(ids, ",") != "t1,t2" {
+		t.Errorf("list = %v", ids)
+	}
+	if code, out := a.do(http.MethodDelete, "/v1/tenants/t2", nil); code != http.StatusOK || out["tenant"].(map[string]any)["id"] != "t2" {
+		t.Errorf("delete = %d %v", code, out)
+	}
+	a.fails(http.MethodPost, "/v1/tenants/t2/permissions/check", map[string]any{"entity": ref("doc:7"), "permission": "view", "subject": ref("user:zed")},
+		http.StatusNotFound, codeNotFound, "ERROR_CODE_TENANT_NOT_FOUND")
+	a.fails(http.MethodDelete, "/v1/tenants/t2", nil, http.StatusNotFound, codeNotFound, "ERROR_CODE_TENANT_NOT_FOUND")
+	a.fails(http.MethodDelete, "/v1/tenants/t1", nil, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+}
+
+func TestErrorShapes(t *testing.T) {
+	a := newAPI(t, nil)
+	p := "/v1/tenants/t1/"
+	chk := func(entity, perm, subject string) map[string]any {
+		return map[string]any{"entity": ref(entity), "permission": perm, "subject": ref(subject)}
+	}
+	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "view", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
+	out := a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": "entity user {}\nentity doc { relation owner @nobody }"},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_SCHEMA_COMPILE")
+	if d := out["details"].([]any)[0].(map[string]any)["metadata"].(map[string]any)["detail"]; !strings.Contains(d.(string), "2:30: entity `nobody` not found") {
+		t.Errorf("schema error detail = %v", d)
+	}
+	a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": " "}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_SCHEMA_PARSE")
+	seedDocs(t, a, "t1")
+	a.fails(http.MethodPost, p+"permissions/check", "{not json", http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
+	a.fails(http.MethodPost, p+"permissions/check", chk("nope:1", "view", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND")
+	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "nope", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_PERMISSION_DEFINITION_NOT_FOUND")
+	bad := chk("doc:1", "view", "user:a")
+	bad["metadata"] = map[string]any{"snap_token": "garbage"}
+	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
+	bad["metadata"] = map[string]any{"schema_version": "garbage"}
+	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusNotFound, codeNotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
+	ctxTuples := chk("doc:1", "view", "user:a")
+	ctxTuples["context"] = map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a")}}
+	a.fails(http.MethodPost, p+"permissions/check", ctxTuples, http.StatusNotImplemented, codeUnimplemented, "ERROR_CODE_NOT_IMPLEMENTED")
+	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "team:eng")}},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "is_public", "user:eng")}},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "view", "user:eng")}},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "nope", true)}},
+		http.StatusNotFound, codeNotFound, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND")
+	for _, v := range []any{"yes", map[string]any{"@type": "type.googleapis.com/base.v1.StringValue", "data": "x"}, map[string]any{"integer": 1}, nil} {
+		a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "is_public", v)}},
+			http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_ATTRIBUTE_TYPE_MISMATCH")
+	}
+	a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "size", 1.5)}},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_ATTRIBUTE_TYPE_MISMATCH")
+	a.fails(http.MethodPost, p+"data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "doc"}}, "continuous_token": "!!"},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_INVALID_CONTINUOUS_TOKEN")
+	a.fails(http.MethodPost, p+"data/relationships/read", map[string]any{}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"data/delete", map[string]any{"tuple_filter": map[string]any{"relation": "owner"}}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"nope", nil, http.StatusNotFound, codeNotFound, "ERROR_CODE_NOT_FOUND")
+	a.fails(http.MethodGet, p+"permissions/check", nil, http.StatusNotFound, codeNotFound, "ERROR_CODE_NOT_FOUND")
+	a.fails(http.MethodPost, "/v1/tenants/ghost/permissions/check", chk("doc:1", "view", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_TENANT_NOT_FOUND")
+}
+
+func TestBatchLimitAndAuthorize(t *testing.T) {
+	a := newAPI(t, func(c *Config) {
+		c.MaxBatch = 2
+		c.Authorize = func(r *http.Request) error {
+			if r.Header.Get("X-Deny") != "" {
+				return NewError(codeUnauthenticated, "ERROR_CODE_UNAUTHENTICATED", "no")
+			}
+			return nil
+		}
+	})
+	a.ok("/v1/tenants/t1/schemas/write", map[string]any{"schema": docSchema})
+	a.ok("/v1/tenants/t1/data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a")}, "attributes": []any{attr("doc:1", "size", 1)}})
+	a.fails(http.MethodPost, "/v1/tenants/t1/data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a"), tuple("doc:1", "owner", "user:b")}, "attributes": []any{attr("doc:1", "size", 1)}},
+		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED")
+	items := []any{}
+	for range 3 {
+		items = append(items, map[string]any{"entity": ref("doc:1"), "permission": "view", "subject": ref("user:a")})
+	}
+	a.fails(http.MethodPost, "/v1/tenants/t1/permissions/bulk-check", map[string]any{"items": items}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+
+	req, _ := http.NewRequest(http.MethodPost, a.url+"/v1/tenants/list", nil)
+	req.Header.Set("X-Deny", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("denied request answered %d", resp.StatusCode)
+	}
+}
+
+func TestNamingRulesPerTenant(t *testing.T) {
+	a := newAPI(t, func(c *Config) { c.SharedDefault = true })
+	short := "entity u {}\nentity d { relation o @u attribute p boolean permission v = o or p }"
+	out := a.fails(http.MethodPost, "/v1/tenants/t1/schemas/write", map[string]any{"schema": short}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_SCHEMA_COMPILE")
+	if d := out["details"].([]any)[0].(map[string]any)["metadata"].(map[string]any)["detail"].(string); !strings.Contains(d, "1:8: invalid entity name `u`") {
+		t.Errorf("t1, shared with the SpiceDB API, should refuse short names: %s", d)
+	}
+	a.ok("/v1/tenants/create", map[string]any{"id": "t2"})
+	a.ok("/v1/tenants/t2/schemas/write", map[string]any{"schema": short})
+	a.ok("/v1/tenants/t2/data/write", map[string]any{"tuples": []any{tuple("d:1", "o", "u:a")}, "attributes": []any{attr("d:2", "p", true)}})
+	for _, c := range []struct{ entity, subject, want string }{{"d:1", "u:a", allowed}, {"d:2", "u:b", allowed}, {"d:1", "u:b", denied}} {
+		if got := a.check("t2", c.entity, "v", c.subject, nil); got != c.want {
+			t.Errorf("t2 %s#v@%s = %s, want %s", c.entity, c.subject, got, c.want)
+		}
+	}
+	out = a.ok("/v1/tenants/t2/schemas/read", nil)
+	if _, ok := out["schema"].(map[string]any)["entity_definitions"].(map[string]any)["d"]; !ok {
+		t.Errorf("schemas/read = %v", out)
+	}
+}

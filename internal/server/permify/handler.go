@@ -1,0 +1,303 @@
+// Package permify serves Permify's HTTP API (/v1/tenants/...) over latch's engine and
+// stores: tenants, schemas written in Permify's language, tuples and attributes, and
+// check, bulk check, lookups, subject permissions and expand. It is an adapter: wire
+// JSON in, engine and store calls, wire JSON out.
+//
+// Tenant t1 always exists and is the server's own store, the one the SpiceDB API
+// serves; other tenants each get an isolated store from Config.NewStore. Schemas are
+// stored as the .zed rendering of their compiled form (see package schema/perm), so the
+// SpiceDB API can read and evaluate t1's schema, and snap tokens and schema versions are
+// zedtokens of store revisions.
+package permify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// DefaultTenant is the tenant that exists from the start and shares the server's store.
+const DefaultTenant = "t1"
+
+// Config is what the handler needs from the server.
+type Config struct {
+	Engine *engine.Engine
+	// Default is tenant t1's store (the server's store); the handler does not close it.
+	Default store.Store
+	// NewStore opens an empty store for a new tenant; the handler closes it on delete.
+	NewStore func() store.Store
+	// SharedDefault says the SpiceDB API serves t1's store too, so t1's schemas are
+	// stored as .zed and must follow SpiceDB's naming rules.
+	SharedDefault bool
+	// Authorize checks a request's credentials; nil serves everyone.
+	Authorize func(*http.Request) error
+	// MaxBatch bounds tuples plus attributes per data/write and checks per bulk-check
+	// (Permify's default is 100; load scripts send 1,000). 0 means 10,000.
+	MaxBatch int
+}
+
+// Handler serves the Permify API. Close releases the tenant stores it opened.
+type Handler struct {
+	cfg     Config
+	schemas *schemaCache
+
+	mu      sync.Mutex
+	tenants map[string]*tenant // guarded by mu
+	closed  bool               // guarded by mu
+}
+
+type tenant struct {
+	ID, Name string
+	Created  time.Time
+	store    store.Store
+	owned    bool
+}
+
+// New returns a handler with tenant t1 on cfg.Default.
+func New(cfg Config) *Handler {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 10_000
+	}
+	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}}
+	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default}
+	return h
+}
+
+// Close closes the stores of tenants created through the API.
+func (h *Handler) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	for _, t := range h.tenants {
+		if t.owned {
+			_ = t.store.Close()
+		}
+	}
+}
+
+// route is one tenant-scoped endpoint.
+type route func(ctx context.Context, t *tenant, body []byte) (any, error)
+
+func (h *Handler) routes() map[string]route {
+	return map[string]route{
+		"schemas/write":                  h.schemaWrite,
+		"schemas/read":                   h.schemaRead,
+		"data/write":                     h.dataWrite,
+		"data/relationships/write":       h.dataWrite,
+		"data/read":                      h.dataRead,
+		"data/relationships/read":        h.relationshipsRead,
+		"data/attributes/read":           h.attributesRead,
+		"data/delete":                    h.dataDelete,
+		"relationships/write":            h.dataWrite,
+		"relationships/read":             h.relationshipsRead,
+		"permissions/check":              h.check,
+		"permissions/bulk-check":         h.bulkCheck,
+		"permissions/lookup-entity":      h.lookupEntity,
+		"permissions/lookup-subject":     h.lookupSubject,
+		"permissions/subject-permission": h.subjectPermission,
+		"permissions/expand":             h.expand,
+	}
+}
+
+// ServeHTTP routes /v1/tenants/... requests.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Authorize != nil {
+		if err := h.cfg.Authorize(r); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/tenants/")
+	if !ok {
+		writeError(w, notFound("ERROR_CODE_NOT_FOUND", "no such path: "+r.URL.Path))
+		return
+	}
+	resp, err := h.dispatch(r, rest)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handler) dispatch(r *http.Request, rest string) (any, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rest == "create" && r.Method == http.MethodPost:
+		return h.createTenant(body)
+	case rest == "list" && r.Method == http.MethodPost:
+		return h.listTenants()
+	case !strings.Contains(rest, "/") && r.Method == http.MethodDelete:
+		return h.deleteTenant(rest)
+	}
+	id, path, _ := strings.Cut(rest, "/")
+	fn := h.routes()[path]
+	if fn == nil || r.Method != http.MethodPost {
+		return nil, notFound("ERROR_CODE_NOT_FOUND", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	}
+	t, err := h.tenant(id)
+	if err != nil {
+		return nil, err
+	}
+	return fn(r.Context(), t, body)
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, &apiError{code: codeResourceExhausted, reason: "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED",
+			msg: "request body is larger than the server's limit of " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"}
+	case err != nil:
+		return nil, invalid("ERROR_CODE_INVALID_ARGUMENT", "reading the request body: "+err.Error())
+	}
+	return body, nil
+}
+
+// decode reads a JSON body into v; unknown fields are ignored, as Permify does.
+func decode(body []byte, v any) error {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return invalid("ERROR_CODE_INVALID_ARGUMENT", "request body is not valid JSON for this endpoint: "+err.Error())
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"code":13,"message":"ERROR_CODE_INTERNAL","details":[]}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// Tenants.
+
+type tenantJSON struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	CreatedAt string `json:"created_at"`
+}
+
+func (t *tenant) json() tenantJSON {
+	return tenantJSON{ID: t.ID, Name: t.Name, CreatedAt: t.Created.Format(time.RFC3339Nano)}
+}
+
+func (h *Handler) tenant(id string) (*tenant, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenants[id]
+	if t == nil || h.closed {
+		return nil, notFound("ERROR_CODE_TENANT_NOT_FOUND", "tenant "+quote(id)+" does not exist; create it with POST /v1/tenants/create")
+	}
+	return t, nil
+}
+
+func (h *Handler) createTenant(body []byte) (any, error) {
+	var req struct{ ID, Name string }
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if !validTenantID(req.ID) {
+		return nil, invalid("ERROR_CODE_VALIDATION", "tenant id "+quote(req.ID)+" is invalid: use 1 to 64 letters, digits, `_` or `-`")
+	}
+	if h.cfg.NewStore == nil {
+		return nil, &apiError{code: codeUnimplemented, reason: "ERROR_CODE_NOT_IMPLEMENTED", msg: "this server does not create tenants"}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, &apiError{code: codeUnavailable, reason: "ERROR_CODE_INTERNAL", msg: "server is shutting down"}
+	}
+	if _, dup := h.tenants[req.ID]; dup {
+		return nil, &apiError{code: codeAlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(req.ID) + " already exists"}
+	}
+	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), store: h.cfg.NewStore(), owned: true}
+	h.tenants[req.ID] = t
+	return map[string]any{"tenant": t.json()}, nil
+}
+
+func validTenantID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Handler) listTenants() (any, error) {
+	h.mu.Lock()
+	out := make([]tenantJSON, 0, len(h.tenants))
+	for _, t := range h.tenants {
+		out = append(out, t.json())
+	}
+	h.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return map[string]any{"tenants": out, "continuous_token": ""}, nil
+}
+
+func (h *Handler) deleteTenant(id string) (any, error) {
+	if id == DefaultTenant {
+		return nil, invalid("ERROR_CODE_VALIDATION", "tenant t1 is the server's own store and cannot be deleted")
+	}
+	h.mu.Lock()
+	t := h.tenants[id]
+	delete(h.tenants, id)
+	h.mu.Unlock()
+	if t == nil {
+		return nil, notFound("ERROR_CODE_TENANT_NOT_FOUND", "tenant "+quote(id)+" does not exist")
+	}
+	if t.owned {
+		_ = t.store.Close()
+	}
+	return map[string]any{"tenant": t.json()}, nil
+}
+
+// Call runs one tenant endpoint ("permissions/check", "data/write", ...) in-process,
+// for tools such as validation files that want exactly the server's behaviour without
+// a listener. body is the request JSON; the answer is the response JSON. A failure is
+// an error whose text is Permify's reason and a sentence.
+func (h *Handler) Call(ctx context.Context, tenantID, endpoint string, body []byte) ([]byte, error) {
+	fn := h.routes()[endpoint]
+	if fn == nil {
+		return nil, notFound("ERROR_CODE_NOT_FOUND", "no such endpoint: "+endpoint)
+	}
+	t, err := h.tenant(tenantID)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fn(ctx, t, body)
+	if err != nil {
+		return nil, toAPI(err)
+	}
+	return json.Marshal(resp)
+}
