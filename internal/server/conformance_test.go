@@ -140,6 +140,9 @@ func runConformance(t *testing.T, cf conformanceFile, setup func(*Config)) {
 			} else if got != group.want {
 				t.Errorf("%s: got %s, want %s", a, got, group.want)
 			}
+			if group.want != v1.CheckPermissionResponse_PERMISSIONSHIP_CONDITIONAL_PERMISSION {
+				ts.checkLookupsAgree(t, a, group.want == v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION)
+			}
 		}
 	}
 }

@@ -56,9 +56,10 @@ func tokenFor(rev store.Revision) *v1.ZedToken {
 	return &v1.ZedToken{Token: zedtoken.Encode(rev)}
 }
 
-// A ReadRelationships cursor pins the revision the first page was read at (so pages
-// agree with each other) and the filter it was issued for (so it cannot resume a
-// different query), around the store's own cursor.
+// A paging cursor (ReadRelationships, lookups, export) pins the revision the first page
+// was read at (so pages agree with each other) and a hash of the query it was issued for
+// (so it cannot resume a different query), around the position to resume after: the
+// store's own cursor, or a count of results for lookups.
 const cursorVersion = 1
 
 type readCursor struct {
@@ -67,8 +68,9 @@ type readCursor struct {
 	after  store.Cursor
 }
 
-func filterHash(f *v1.RelationshipFilter) [8]byte {
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(f)
+// queryHash identifies the query a cursor belongs to.
+func queryHash(q proto.Message) [8]byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(q)
 	sum := sha256.Sum256(b)
 	var h [8]byte
 	copy(h[:], sum[:])
@@ -83,8 +85,8 @@ func encodeCursor(c readCursor) *v1.Cursor {
 	return &v1.Cursor{Token: base64.RawURLEncoding.EncodeToString(buf)}
 }
 
-// decodeCursor parses a cursor and checks it belongs to filter.
-func decodeCursor(c *v1.Cursor, filter *v1.RelationshipFilter) (readCursor, error) {
+// decodeCursor parses a cursor and checks it belongs to query.
+func decodeCursor(c *v1.Cursor, query proto.Message) (readCursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c.GetToken())
 	if err != nil || len(raw) < 1 {
 		return readCursor{}, &invalidCursorError{"not a cursor issued by this server"}
@@ -100,8 +102,8 @@ func decodeCursor(c *v1.Cursor, filter *v1.RelationshipFilter) (readCursor, erro
 	rc.rev = store.Revision(rev)
 	copy(rc.filter[:], raw[1+n:1+n+8])
 	rc.after = store.Cursor(raw[1+n+8:])
-	if rc.filter != filterHash(filter) {
-		return readCursor{}, &invalidCursorError{"the cursor was issued for a different relationship filter"}
+	if rc.filter != queryHash(query) {
+		return readCursor{}, &invalidCursorError{"the cursor was issued for a different query"}
 	}
 	return rc, nil
 }

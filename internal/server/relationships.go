@@ -170,7 +170,7 @@ func (p *permissionsService) ReadRelationships(req *v1.ReadRelationshipsRequest,
 	if err := validateFilter(sch, f); err != nil {
 		return p.s.status(err)
 	}
-	readAt, fh := tokenFor(r.Revision()), filterHash(req.GetRelationshipFilter())
+	readAt, fh := tokenFor(r.Revision()), queryHash(req.GetRelationshipFilter())
 	for item, err := range r.Query(ctx, f, store.QueryOptions{Limit: limit, After: after}) {
 		if err != nil {
 			return p.s.status(err)

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// Lookup paging. The engine yields lookup results in an order that is the same for
+// the same request at the same revision, so a cursor is the revision plus the number of
+// results already returned: the next page re-runs the lookup at that revision and skips
+// them. That costs the skipped work again but never duplicates or loses a result.
+
+// errPageFull stops an engine lookup once a page is complete.
+var errPageFull = errors.New("page full")
+
+// lookupQuery is the part of a lookup request a cursor is bound to: everything but the
+// paging fields and the consistency (a cursor carries its own revision).
+func lookupQuery(req proto.Message) proto.Message {
+	q := proto.Clone(req)
+	switch m := q.(type) {
+	case *v1.LookupResourcesRequest:
+		m.OptionalCursor, m.OptionalLimit, m.Consistency = nil, 0, nil
+	case *v1.LookupSubjectsRequest:
+		m.OptionalCursor, m.OptionalConcreteLimit, m.Consistency = nil, 0, nil
+	}
+	return q
+}
+
+// lookupStart opens the reader a lookup runs at, and how many results to skip: the
+// cursor's revision and position when there is a cursor, else the requested consistency.
+func (s *Server) lookupStart(ctx context.Context, c *v1.Consistency, cur *v1.Cursor, query proto.Message) (store.Reader, uint64, error) {
+	if cur == nil {
+		r, err := s.readerFor(ctx, c)
+		return r, 0, err
+	}
+	rc, err := decodeCursor(cur, query)
+	if err != nil {
+		return nil, 0, err
+	}
+	skip, n := binary.Uvarint([]byte(rc.after))
+	if n <= 0 || n != len(rc.after) {
+		return nil, 0, &invalidCursorError{"not a lookup cursor"}
+	}
+	r, err := s.store.Reader(ctx, rc.rev)
+	return r, skip, err
+}
+
+func lookupCursor(rev store.Revision, query [8]byte, done uint64) *v1.Cursor {
+	return encodeCursor(readCursor{rev: rev, filter: query, after: store.Cursor(binary.AppendUvarint(nil, done))})
+}
+
+func lookupPermissionship(m engine.Membership) v1.LookupPermissionship {
+	if m == engine.Conditional {
+		return v1.LookupPermissionship_LOOKUP_PERMISSIONSHIP_CONDITIONAL_PERMISSION
+	}
+	return v1.LookupPermissionship_LOOKUP_PERMISSIONSHIP_HAS_PERMISSION
+}
+
+// LookupResources streams every resource of a type on which the subject has the
+// permission, walking the graph backwards from the subject.
+func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, stream v1.PermissionsService_LookupResourcesServer) error {
+	ctx := stream.Context()
+	query := lookupQuery(req)
+	r, skip, err := p.s.lookupStart(ctx, req.GetConsistency(), req.GetOptionalCursor(), query)
+	if err != nil {
+		return p.s.status(err)
+	}
+	sch, err := p.s.schemas.at(ctx, r)
+	if err != nil {
+		return p.s.status(err)
+	}
+	lreq := engine.LookupResourcesRequest{
+		ResourceType: req.GetResourceObjectType(),
+		Permission:   req.GetPermission(),
+		Subject:      subjectFromV1(req.GetSubject()),
+		Context:      contextFromV1(req.GetContext()),
+	}
+	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalLimit())
+	var seen, sent uint64
+	err = p.s.engine.LookupResources(ctx, sch, r, lreq, func(f engine.FoundResource) error {
+		seen++
+		if seen <= skip {
+			return nil
+		}
+		if limit > 0 && sent == limit {
+			return errPageFull
+		}
+		sent++
+		return stream.Send(&v1.LookupResourcesResponse{
+			LookedUpAt:        at,
+			ResourceObjectId:  f.ID,
+			Permissionship:    lookupPermissionship(f.Result.Membership),
+			PartialCaveatInfo: partialCaveatInfo(f.Result),
+			AfterResultCursor: lookupCursor(r.Revision(), qh, seen),
+		})
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return p.s.status(err)
+	}
+	return nil
+}
+
+// LookupSubjects streams every subject of a type that has the permission on the
+// resource: concrete subjects in id order, then the wildcard (with the subjects it
+// excludes) if there is one. Unlike SpiceDB, optional_concrete_limit and optional_cursor
+// page the concrete subjects; the wildcard, which does not count against the limit,
+// comes with the page that ends the concrete subjects.
+func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
+	ctx := stream.Context()
+	query := lookupQuery(req)
+	r, skip, err := p.s.lookupStart(ctx, req.GetConsistency(), req.GetOptionalCursor(), query)
+	if err != nil {
+		return p.s.status(err)
+	}
+	sch, err := p.s.schemas.at(ctx, r)
+	if err != nil {
+		return p.s.status(err)
+	}
+	lreq := engine.LookupSubjectsRequest{
+		Resource:        objectFromV1(req.GetResource()),
+		Permission:      req.GetPermission(),
+		SubjectType:     req.GetSubjectObjectType(),
+		SubjectRelation: req.GetOptionalSubjectRelation(),
+		Context:         contextFromV1(req.GetContext()),
+	}
+	noWildcards := req.GetWildcardOption() == v1.LookupSubjectsRequest_WILDCARD_OPTION_EXCLUDE_WILDCARDS
+	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalConcreteLimit())
+	var seen, sent uint64
+	err = p.s.engine.LookupSubjects(ctx, sch, r, lreq, func(f engine.FoundSubject) error {
+		seen++
+		wildcard := f.ID == rel.Wildcard
+		if seen <= skip || wildcard && noWildcards {
+			return nil
+		}
+		if !wildcard {
+			if limit > 0 && sent == limit {
+				return errPageFull
+			}
+			sent++
+		}
+		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, seen)))
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return p.s.status(err)
+	}
+	return nil
+}
+
+// lookupSubjectsResponse fills both the current fields and the deprecated ones older
+// clients read.
+func lookupSubjectsResponse(f engine.FoundSubject, at *v1.ZedToken, cursor *v1.Cursor) *v1.LookupSubjectsResponse {
+	subject := resolvedSubject(f)
+	resp := &v1.LookupSubjectsResponse{
+		LookedUpAt:        at,
+		Subject:           subject,
+		SubjectObjectId:   subject.SubjectObjectId,
+		Permissionship:    subject.Permissionship,
+		PartialCaveatInfo: subject.PartialCaveatInfo,
+		AfterResultCursor: cursor,
+	}
+	for _, ex := range f.Excluded {
+		resp.ExcludedSubjects = append(resp.ExcludedSubjects, resolvedSubject(ex))
+		resp.ExcludedSubjectIds = append(resp.ExcludedSubjectIds, ex.ID)
+	}
+	return resp
+}
+
+func resolvedSubject(f engine.FoundSubject) *v1.ResolvedSubject {
+	return &v1.ResolvedSubject{
+		SubjectObjectId:   f.ID,
+		Permissionship:    lookupPermissionship(f.Result.Membership),
+		PartialCaveatInfo: partialCaveatInfo(f.Result),
+	}
+}
+
+// ExpandPermissionTree returns the permission's expansion one level deep, as SpiceDB
+// does: operators become intermediate nodes, relations become leaves of the subjects
+// written on them, and subject sets in leaves are not expanded further.
+func (p *permissionsService) ExpandPermissionTree(ctx context.Context, req *v1.ExpandPermissionTreeRequest) (*v1.ExpandPermissionTreeResponse, error) {
+	r, err := p.s.readerFor(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, p.s.status(err)
+	}
+	sch, err := p.s.schemas.at(ctx, r)
+	if err != nil {
+		return nil, p.s.status(err)
+	}
+	root, err := p.s.engine.Expand(ctx, sch, r, objectFromV1(req.GetResource()), req.GetPermission())
+	if err != nil {
+		return nil, p.s.status(err)
+	}
+	return &v1.ExpandPermissionTreeResponse{ExpandedAt: tokenFor(r.Revision()), TreeRoot: expandTreeToV1(root)}, nil
+}
+
+var expandOps = map[engine.ExpandOp]v1.AlgebraicSubjectSet_Operation{
+	engine.ExpandUnion:        v1.AlgebraicSubjectSet_OPERATION_UNION,
+	engine.ExpandIntersection: v1.AlgebraicSubjectSet_OPERATION_INTERSECTION,
+	engine.ExpandExclusion:    v1.AlgebraicSubjectSet_OPERATION_EXCLUSION,
+}
+
+func expandTreeToV1(n *engine.ExpandNode) *v1.PermissionRelationshipTree {
+	out := &v1.PermissionRelationshipTree{ExpandedObject: objectToV1(n.Object), ExpandedRelation: n.Relation}
+	if n.Op == engine.ExpandLeaf {
+		leaf := &v1.DirectSubjectSet{}
+		for _, s := range n.Subjects {
+			leaf.Subjects = append(leaf.Subjects, subjectToV1(s))
+		}
+		out.TreeType = &v1.PermissionRelationshipTree_Leaf{Leaf: leaf}
+		return out
+	}
+	set := &v1.AlgebraicSubjectSet{Operation: expandOps[n.Op]}
+	for _, c := range n.Children {
+		set.Children = append(set.Children, expandTreeToV1(c))
+	}
+	out.TreeType = &v1.PermissionRelationshipTree_Intermediate{Intermediate: set}
+	return out
+}
