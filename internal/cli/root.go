@@ -78,6 +78,9 @@ with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.
 		newCheckCommand(env),
 		newValidateCommand(env),
 		newDatastoreCommand(env),
+		newLookupResourcesCommand(env),
+		newLookupSubjectsCommand(env),
+		newExpandCommand(env),
 		newWatchCommand(env),
 		newBenchCommand(env),
 	)
