@@ -37,6 +37,9 @@ func (s *Server) newGateway() error {
 	if err := v1.RegisterPermissionsServiceHandlerClient(ctx, mux, v1.NewPermissionsServiceClient(conn)); err != nil {
 		return err
 	}
+	if err := v1.RegisterExperimentalServiceHandlerClient(ctx, mux, v1.NewExperimentalServiceClient(conn)); err != nil {
+		return err
+	}
 	if err := v1.RegisterWatchServiceHandlerClient(ctx, mux, v1.NewWatchServiceClient(conn)); err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ type Server struct {
 }
 
 // healthServices are reported SERVING while the server runs.
-var healthServices = []string{"", v1.SchemaService_ServiceDesc.ServiceName, v1.PermissionsService_ServiceDesc.ServiceName, v1.WatchService_ServiceDesc.ServiceName}
+var healthServices = []string{"", v1.SchemaService_ServiceDesc.ServiceName, v1.PermissionsService_ServiceDesc.ServiceName, v1.WatchService_ServiceDesc.ServiceName, v1.ExperimentalService_ServiceDesc.ServiceName}
 
 // New validates cfg, opens the datastore and binds the listeners. Call Serve to run
 // the server, or Close to release what New acquired without serving.
@@ -151,7 +151,9 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), auth.unary, validateUnary),
 		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), auth.stream, validateStream),
 	)
-	v1.RegisterPermissionsServiceServer(g, &permissionsService{s: s})
+	perms := &permissionsService{s: s}
+	v1.RegisterPermissionsServiceServer(g, perms)
+	v1.RegisterExperimentalServiceServer(g, &experimentalService{perms: perms})
 	v1.RegisterSchemaServiceServer(g, &schemaService{s: s})
 	v1.RegisterWatchServiceServer(g, &watchService{s: s})
 	s.health = health.NewServer()

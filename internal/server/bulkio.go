@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// defaultExportBatch is how many relationships one export message carries when the
+// request sets no optional_limit.
+const defaultExportBatch = 1000
+
+// ImportBulkRelationships creates every relationship the client streams, in one
+// transaction: if any already exists or is invalid, nothing is written.
+func (p *permissionsService) ImportBulkRelationships(stream v1.PermissionsService_ImportBulkRelationshipsServer) error {
+	n, err := p.s.importRelationships(stream.Context(), func() ([]*v1.Relationship, error) {
+		req, err := stream.Recv()
+		return req.GetRelationships(), err
+	})
+	if err != nil {
+		return p.s.status(err)
+	}
+	return stream.SendAndClose(&v1.ImportBulkRelationshipsResponse{NumLoaded: n})
+}
+
+// importRelationships drains next (until io.EOF) and creates everything it returned
+// as one write, validated against the schema inside the write's transaction.
+func (s *Server) importRelationships(ctx context.Context, next func() ([]*v1.Relationship, error)) (uint64, error) {
+	var wire []*v1.RelationshipUpdate
+	for {
+		batch, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range batch {
+			wire = append(wire, &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_CREATE, Relationship: r})
+		}
+	}
+	updates, err := s.updatesFromV1(wire)
+	if err != nil || len(updates) == 0 {
+		return 0, err
+	}
+	if _, err := s.store.Write(ctx, nil, updates, s.writeValidator(nil, updates)); err != nil {
+		return 0, err
+	}
+	return uint64(len(updates)), nil
+}
+
+// ExportBulkRelationships streams every relationship matching the optional filter, in
+// batches, all at one revision; each batch's cursor resumes after it.
+func (p *permissionsService) ExportBulkRelationships(req *v1.ExportBulkRelationshipsRequest, stream v1.PermissionsService_ExportBulkRelationshipsServer) error {
+	if err := p.s.exportRelationships(stream.Context(), req, stream.Send); err != nil {
+		return p.s.status(err)
+	}
+	return nil
+}
+
+func (s *Server) exportRelationships(ctx context.Context, req *v1.ExportBulkRelationshipsRequest, send func(*v1.ExportBulkRelationshipsResponse) error) error {
+	filter := req.GetOptionalRelationshipFilter()
+	var r store.Reader
+	var after store.Cursor
+	var err error
+	if c := req.GetOptionalCursor(); c != nil {
+		var rc readCursor
+		if rc, err = decodeCursor(c, filter); err != nil {
+			return err
+		}
+		after = rc.after
+		r, err = s.store.Reader(ctx, rc.rev)
+	} else {
+		r, err = s.readerFor(ctx, req.GetConsistency())
+	}
+	if err != nil {
+		return err
+	}
+	f := filterFromV1(filter)
+	if filter != nil {
+		sch, err := s.schemas.at(ctx, r)
+		if err != nil {
+			return err
+		}
+		if err := validateFilter(sch, f); err != nil {
+			return err
+		}
+	}
+	size := int(req.GetOptionalLimit())
+	if size == 0 {
+		size = defaultExportBatch
+	}
+	fh := queryHash(filter)
+	batch := make([]*v1.Relationship, 0, size)
+	var last store.Cursor
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		resp := &v1.ExportBulkRelationshipsResponse{AfterResultCursor: encodeCursor(readCursor{r.Revision(), fh, last}), Relationships: batch}
+		batch = make([]*v1.Relationship, 0, size)
+		return send(resp)
+	}
+	for item, err := range r.Query(ctx, f, store.QueryOptions{After: after}) {
+		if err != nil {
+			return err
+		}
+		wire, err := relationshipToV1(item.Relationship)
+		if err != nil {
+			return err
+		}
+		batch, last = append(batch, wire), item.Cursor
+		if len(batch) == size {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
