@@ -81,6 +81,8 @@ with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.
 		newLookupResourcesCommand(env),
 		newLookupSubjectsCommand(env),
 		newExpandCommand(env),
+		newImportCommand(env),
+		newExportCommand(env),
 		newWatchCommand(env),
 		newBenchCommand(env),
 	)
