@@ -55,6 +55,10 @@ SIGTERM, letting requests in flight finish.`,
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", server.DefaultHTTPAddr, `HTTP/JSON gateway listen address ("" or "-" turns the gateway off)`)
 	fs.StringSliceVar(&cfg.PresharedKeys, "grpc-preshared-key", nil, "bearer token clients must present; repeat the flag or separate keys with commas (env LATCH_GRPC_PRESHARED_KEY)")
 	addDatastoreFlags(cmd, &cfg)
+	fs.DurationVar(&cfg.QuantizationWindow, "datastore-revision-quantization-interval", server.DefaultQuantizationWindow,
+		"minimize_latency reads use a revision rounded down to this window, so they share cached work (negative: always the newest revision)")
+	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,
+		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once")
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
 	return cmd
 }

@@ -26,6 +26,8 @@ const (
 	DefaultMaxDeleteLimit              = 1000
 	DefaultMaxRequestBytes             = 4 << 20
 	DefaultShutdownGrace               = 10 * time.Second
+	DefaultQuantizationWindow          = 5 * time.Second
+	DefaultMaxStalenessPercent         = 10
 )
 
 // Config is everything a Server needs. The CLI fills it from flags; zero values mean
@@ -55,6 +57,13 @@ type Config struct {
 	Datastore store.Store
 	// GCWindow is how long old revisions stay readable.
 	GCWindow time.Duration
+
+	// QuantizationWindow is the window minimize_latency reads round their revision down
+	// to (0: the default; negative: no quantization, read the newest revision).
+	QuantizationWindow time.Duration
+	// MaxStalenessPercent is the largest random share of the window by which a request
+	// may read an older window's revision, so requests do not all move at once.
+	MaxStalenessPercent int
 
 	// MaxDepth bounds check recursion (0: the engine's default, 50).
 	MaxDepth int
@@ -99,6 +108,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxDeleteLimit, DefaultMaxDeleteLimit)
 	setDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
+	setDefault(&c.QuantizationWindow, DefaultQuantizationWindow)
+	setDefault(&c.MaxStalenessPercent, DefaultMaxStalenessPercent)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -143,10 +154,14 @@ func (c Config) Validate() error {
 		{"shutdown grace", int64(c.ShutdownGrace)},
 		{"read connections", int64(c.ReadConns)},
 		{"write connections", int64(c.WriteConns)},
+		{"max staleness percent", int64(c.MaxStalenessPercent)},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", n.name))
 		}
+	}
+	if c.MaxStalenessPercent > 100 {
+		errs = append(errs, fmt.Errorf("max staleness percent %d is more than 100", c.MaxStalenessPercent))
 	}
 	return errors.Join(errs...)
 }

@@ -14,26 +14,33 @@ import (
 )
 
 // revisionFor picks the revision a read runs at. It is the one place consistency is
-// decided: minimize_latency will move to a quantized recent revision here.
+// decided: fully_consistent reads the head; at_exact_snapshot the token's revision;
+// minimize_latency (and no consistency) a recent quantized revision, shared by the
+// requests of a window; at_least_as_fresh the newer of that and the token's.
 func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revision, error) {
 	switch req := c.GetRequirement().(type) {
+	case *v1.Consistency_FullyConsistent:
+		return s.store.HeadRevision(ctx)
 	case *v1.Consistency_AtLeastAsFresh:
 		tok, err := decodeToken(req.AtLeastAsFresh)
 		if err != nil {
 			return 0, err
 		}
-		head, err := s.store.HeadRevision(ctx)
+		recent, err := s.quantizer.revision(ctx)
 		if err != nil {
 			return 0, err
 		}
-		return max(head, tok), nil
+		return max(recent, tok), nil
 	case *v1.Consistency_AtExactSnapshot:
 		return decodeToken(req.AtExactSnapshot)
 	default:
-		// minimize_latency (for now), fully_consistent, and no consistency at all.
-		return s.store.HeadRevision(ctx)
+		return s.quantizer.revision(ctx)
 	}
 }
+
+// headConsistency reads the newest revision, for calls that must see every write
+// (schema reads, validating a delete's filter).
+var headConsistency = &v1.Consistency{Requirement: &v1.Consistency_FullyConsistent{FullyConsistent: true}}
 
 // readerFor opens a reader at the revision c asks for.
 func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader, error) {

@@ -158,7 +158,7 @@ func TestCheckBulkTooMany(t *testing.T) {
 }
 
 func TestZedTokenConsistency(t *testing.T) {
-	ts := start(t, nil)
+	ts := start(t, func(c *Config) { c.QuantizationWindow = -1 }) // every read sees the newest revision
 	ts.writeSchema(t, docSchema)
 	before := ts.write(t, relationship("document", "readme", "owner", "user", "zed", ""))
 	resp, err := ts.perms.DeleteRelationships(ctxT(t), &v1.DeleteRelationshipsRequest{

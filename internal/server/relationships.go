@@ -131,7 +131,7 @@ func (s *Server) checkFilterAtHead(ctx context.Context, f *v1.RelationshipFilter
 	if filterIsEmpty(f) {
 		return &invalidFilterError{f.String(), "at least one field of the filter must be set"}
 	}
-	r, err := s.readerFor(ctx, nil)
+	r, err := s.readerFor(ctx, headConsistency)
 	if err != nil {
 		return err
 	}

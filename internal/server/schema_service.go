@@ -18,7 +18,7 @@ type schemaService struct {
 }
 
 func (ss *schemaService) ReadSchema(ctx context.Context, _ *v1.ReadSchemaRequest) (*v1.ReadSchemaResponse, error) {
-	r, err := ss.s.readerFor(ctx, nil)
+	r, err := ss.s.readerFor(ctx, headConsistency)
 	if err != nil {
 		return nil, ss.s.status(err)
 	}

@@ -35,6 +35,7 @@ type Server struct {
 	ownsStore bool
 	engine    *engine.Engine
 	schemas   *schemaCache
+	quantizer *quantizer
 	generated string
 
 	grpc    *grpc.Server
@@ -69,6 +70,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
+	s.quantizer = newQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
 	if err := s.listen(keys); err != nil {
 		s.Close()
 		return nil, err
