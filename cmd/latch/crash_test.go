@@ -92,7 +92,7 @@ type latchProcess struct {
 func startLatch(t *testing.T, bin, dir string) *latchProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "-",
-		"--grpc-preshared-key", crashKey)
+		"--grpc-preshared-key", crashKey, "--metrics-addr", "-")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,12 @@ SIGTERM, letting requests in flight finish.`,
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", server.DefaultHTTPAddr, `HTTP/JSON gateway listen address ("" or "-" turns the gateway off)`)
 	fs.StringSliceVar(&cfg.PresharedKeys, "grpc-preshared-key", nil, "bearer token clients must present; repeat the flag or separate keys with commas (env LATCH_GRPC_PRESHARED_KEY)")
 	addDatastoreFlags(cmd, &cfg)
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", server.DefaultMetricsAddr, `Prometheus /metrics and /debug/pprof listen address ("" or "-" turns them off)`)
+	fs.IntVar(&cfg.MaxInflightCheap, "max-inflight-checks", 0, "checks, writes and schema calls executing at once before new ones queue (0: 4×GOMAXPROCS)")
+	fs.IntVar(&cfg.MaxInflightExpensive, "max-inflight-lookups", 0, "lookups, reads, imports and exports executing at once before new ones queue (0: GOMAXPROCS)")
+	fs.IntVar(&cfg.MaxQueuedCheap, "max-queued-checks", 0, "cheap calls that may wait for a slot; more are refused with RESOURCE_EXHAUSTED (0: 8× the in-flight cap)")
+	fs.IntVar(&cfg.MaxQueuedExpensive, "max-queued-lookups", 0, "expensive calls that may wait for a slot (0: 8× the in-flight cap)")
+	fs.DurationVar(&cfg.AdmissionWait, "admission-wait", server.DefaultAdmissionWait, "longest a queued call waits for a slot before it is refused")
 	fs.DurationVar(&cfg.QuantizationWindow, "datastore-revision-quantization-interval", server.DefaultQuantizationWindow,
 		"minimize_latency reads use a revision rounded down to this window, so they share cached work (negative: always the newest revision)")
 	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,
@@ -76,6 +82,9 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 	fmt.Fprintf(env.Out, "latch: gRPC API listening on %s\n", grpcAddr)
 	if httpAddr != "" {
 		fmt.Fprintf(env.Out, "latch: HTTP/JSON gateway listening on http://%s\n", httpAddr)
+	}
+	if m := srv.MetricsAddr(); m != "" {
+		fmt.Fprintf(env.Out, "latch: metrics on http://%s/metrics, profiles on http://%s/debug/pprof/\n", m, m)
 	}
 	fmt.Fprintf(env.Out, "latch: datastore %s\n", describeDatastore(cfg))
 	if key := srv.GeneratedKey(); key != "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"time"
 
@@ -28,6 +29,8 @@ const (
 	DefaultShutdownGrace               = 10 * time.Second
 	DefaultQuantizationWindow          = 5 * time.Second
 	DefaultMaxStalenessPercent         = 10
+	DefaultAdmissionWait               = 250 * time.Millisecond
+	DefaultMetricsAddr                 = "127.0.0.1:9090"
 )
 
 // Config is everything a Server needs. The CLI fills it from flags; zero values mean
@@ -64,6 +67,19 @@ type Config struct {
 	// MaxStalenessPercent is the largest random share of the window by which a request
 	// may read an older window's revision, so requests do not all move at once.
 	MaxStalenessPercent int
+
+	// MaxInflightCheap and MaxInflightExpensive cap the requests executing at once
+	// (cheap: checks, writes, schema; expensive: lookups, reads, import, export); 0 means
+	// 4×GOMAXPROCS and GOMAXPROCS. MaxQueuedCheap and MaxQueuedExpensive bound the
+	// requests waiting for a slot (0: 8× the cap), each for at most AdmissionWait; past
+	// that a request is refused with RESOURCE_EXHAUSTED at once.
+	MaxInflightCheap, MaxInflightExpensive int
+	MaxQueuedCheap, MaxQueuedExpensive     int
+	AdmissionWait                          time.Duration
+
+	// MetricsAddr is where /metrics and /debug/pprof listen; "" or "-" turns them off.
+	// The CLI's flag default is DefaultMetricsAddr.
+	MetricsAddr string
 
 	// MaxDepth bounds check recursion (0: the engine's default, 50).
 	MaxDepth int
@@ -109,6 +125,15 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
 	setDefault(&c.QuantizationWindow, DefaultQuantizationWindow)
+	procs := runtime.GOMAXPROCS(0)
+	setDefault(&c.MaxInflightCheap, 4*procs)
+	setDefault(&c.MaxInflightExpensive, procs)
+	setDefault(&c.MaxQueuedCheap, 8*c.MaxInflightCheap)
+	setDefault(&c.MaxQueuedExpensive, 8*c.MaxInflightExpensive)
+	setDefault(&c.AdmissionWait, DefaultAdmissionWait)
+	if c.MetricsAddr == "-" {
+		c.MetricsAddr = ""
+	}
 	setDefault(&c.MaxStalenessPercent, DefaultMaxStalenessPercent)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -129,6 +154,9 @@ func (c Config) Validate() error {
 	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, len(c.PresharedKeys) == 0))
 	if c.HTTPAddr != "" {
 		errs = append(errs, checkAddr("http address", c.HTTPAddr, len(c.PresharedKeys) == 0))
+	}
+	if c.MetricsAddr != "" {
+		errs = append(errs, checkAddr("metrics address", c.MetricsAddr, len(c.PresharedKeys) == 0))
 	}
 	for i, k := range c.PresharedKeys {
 		if strings.TrimSpace(k) == "" {
@@ -155,6 +183,11 @@ func (c Config) Validate() error {
 		{"read connections", int64(c.ReadConns)},
 		{"write connections", int64(c.WriteConns)},
 		{"max staleness percent", int64(c.MaxStalenessPercent)},
+		{"max inflight cheap requests", int64(c.MaxInflightCheap)},
+		{"max inflight expensive requests", int64(c.MaxInflightExpensive)},
+		{"max queued cheap requests", int64(c.MaxQueuedCheap)},
+		{"max queued expensive requests", int64(c.MaxQueuedExpensive)},
+		{"admission wait", int64(c.AdmissionWait)},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", n.name))

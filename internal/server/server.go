@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc"
@@ -44,6 +45,10 @@ type Server struct {
 
 	http    *http.Server // nil when the gateway is disabled
 	httpLis net.Listener
+
+	metrics    *metrics
+	metricsSrv *http.Server // nil when metrics are disabled
+	metricsLis net.Listener
 	gwConn  *grpc.ClientConn
 
 	mu     sync.Mutex
@@ -61,7 +66,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, engine: engine.New(engine.Config{MaxDepth: cfg.MaxDepth}), schemas: newSchemaCache()}
+	s := &Server{cfg: cfg, engine: engine.New(engine.Config{MaxDepth: cfg.MaxDepth}), schemas: newSchemaCache(), metrics: newMetrics()}
 	keys := cfg.PresharedKeys
 	if len(keys) == 0 {
 		s.generated = generateKey()
@@ -135,6 +140,14 @@ func (s *Server) listen(keys []string) error {
 	}
 	s.grpcLis = lis
 	s.grpc = s.newGRPCServer(keys)
+	if s.cfg.MetricsAddr != "" {
+		ml, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listening for metrics on %s: %w", s.cfg.MetricsAddr, err)
+		}
+		s.metricsLis = ml
+		s.metricsSrv = &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+	}
 	if s.cfg.HTTPAddr == "" {
 		return nil
 	}
@@ -148,10 +161,11 @@ func (s *Server) listen(keys []string) error {
 
 func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	auth := newAuthenticator(keys)
+	adm := newAdmission(s.cfg, s.metrics)
 	g := grpc.NewServer(
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
-		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), auth.unary, validateUnary),
-		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), auth.stream, validateStream),
+		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), s.metrics.unary, auth.unary, adm.unary, validateUnary),
+		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, auth.stream, adm.stream, validateStream),
 	)
 	perms := &permissionsService{s: s}
 	v1.RegisterPermissionsServiceServer(g, perms)
@@ -176,6 +190,14 @@ func (s *Server) Addrs() (grpcAddr, httpAddr string) {
 	return grpcAddr, httpAddr
 }
 
+// MetricsAddr returns the bound address of /metrics and /debug/pprof ("" when disabled).
+func (s *Server) MetricsAddr() string {
+	if s.metricsLis == nil {
+		return ""
+	}
+	return s.metricsLis.Addr().String()
+}
+
 // GeneratedKey returns the preshared key generated because none was configured, or "".
 func (s *Server) GeneratedKey() string { return s.generated }
 
@@ -197,6 +219,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.http != nil {
 		running++
 		go func() { errc <- ignoreClosed(s.http.Serve(s.httpLis)) }()
+	}
+	if s.metricsSrv != nil {
+		running++
+		go func() { errc <- ignoreClosed(s.metricsSrv.Serve(s.metricsLis)) }()
 	}
 	var err error
 	select {
@@ -225,9 +251,11 @@ func (s *Server) shutdown() {
 	s.health.Shutdown()
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
 	defer cancel()
-	if s.http != nil {
-		if err := s.http.Shutdown(grace); err != nil {
-			_ = s.http.Close()
+	for _, h := range []*http.Server{s.http, s.metricsSrv} {
+		if h != nil {
+			if err := h.Shutdown(grace); err != nil {
+				_ = h.Close()
+			}
 		}
 	}
 	stopped := make(chan struct{})
@@ -262,6 +290,9 @@ func (s *Server) Close() {
 		}
 		if s.httpLis != nil {
 			_ = s.httpLis.Close()
+		}
+		if s.metricsLis != nil {
+			_ = s.metricsLis.Close()
 		}
 	}
 	if s.gwConn != nil {
