@@ -31,6 +31,7 @@ const (
 	DefaultMaxStalenessPercent         = 10
 	DefaultAdmissionWait               = 250 * time.Millisecond
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
+	DefaultCheckCacheMaxBytes          = 64 << 20
 )
 
 // Config is everything a Server needs. The CLI fills it from flags; zero values mean
@@ -76,6 +77,10 @@ type Config struct {
 	MaxInflightCheap, MaxInflightExpensive int
 	MaxQueuedCheap, MaxQueuedExpensive     int
 	AdmissionWait                          time.Duration
+
+	// CheckCacheMaxBytes is the memory of the cache of check answers (0: the default;
+	// negative: no cache). It is allocated whole at start: the limit is the cost.
+	CheckCacheMaxBytes int64
 
 	// MetricsAddr is where /metrics and /debug/pprof listen; "" or "-" turns them off.
 	// The CLI's flag default is DefaultMetricsAddr.
@@ -131,6 +136,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxQueuedCheap, 8*c.MaxInflightCheap)
 	setDefault(&c.MaxQueuedExpensive, 8*c.MaxInflightExpensive)
 	setDefault(&c.AdmissionWait, DefaultAdmissionWait)
+	setDefault(&c.CheckCacheMaxBytes, DefaultCheckCacheMaxBytes)
 	if c.MetricsAddr == "-" {
 		c.MetricsAddr = ""
 	}
@@ -141,7 +147,7 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-func setDefault[T int | time.Duration](v *T, def T) {
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v == 0 {
 		*v = def
 	}

@@ -26,9 +26,14 @@ func (p *permissionsService) CheckPermission(ctx context.Context, req *v1.CheckP
 		return nil, p.s.status(err)
 	}
 	creq := checkRequestFromV1(req.GetResource(), req.GetPermission(), req.GetSubject(), req.GetContext())
-	res, err := p.s.engine.Check(ctx, sch, r, creq)
-	if err != nil {
-		return nil, p.s.status(err)
+	res, key, cacheable, hit := p.s.checks.get(sch, r.Revision(), creq)
+	if !hit {
+		if res, err = p.s.engine.Check(ctx, sch, r, creq); err != nil {
+			return nil, p.s.status(err)
+		}
+		if cacheable {
+			p.s.checks.put(key, res)
+		}
 	}
 	return &v1.CheckPermissionResponse{
 		CheckedAt:         tokenFor(r.Revision()),

@@ -37,6 +37,7 @@ type Server struct {
 	engine    *engine.Engine
 	schemas   *schemaCache
 	quantizer *quantizer
+	checks    *checkCache // nil when caching is off
 	generated string
 
 	grpc    *grpc.Server
@@ -76,6 +77,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.quantizer = newQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
+	s.checks = newCheckCache(cfg.CheckCacheMaxBytes, s.metrics)
 	if err := s.listen(keys); err != nil {
 		s.Close()
 		return nil, err
