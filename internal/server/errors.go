@@ -71,6 +71,7 @@ var rules = []rule{
 		return map[string]string{"filter": e.filter}
 	})},
 	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_EMPTY_PRECONDITION, as[*emptyPreconditionError](nil)},
+	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*notAPermissionError](nil)},
 	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*invalidTokenError](nil)},
 	{codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR, as(func(e *invalidCursorError) map[string]string {
 		return map[string]string{"reason": e.reason}

@@ -12,7 +12,8 @@ import (
 // layout as the call that replaced it, and is served by that call's code.
 type experimentalService struct {
 	v1.UnimplementedExperimentalServiceServer
-	perms *permissionsService
+	perms  *permissionsService
+	schema *schemaService
 }
 
 // convertMessage copies src into dst through the wire format; the two must share
@@ -67,6 +68,44 @@ func (e *experimentalService) BulkCheckPermission(ctx context.Context, req *v1.B
 	out, err := convertMessage(resp, &v1.BulkCheckPermissionResponse{})
 	if err != nil {
 		return nil, e.perms.s.status(err)
+	}
+	return out, nil
+}
+
+// The Experimental* schema calls are the SchemaService calls under their old names.
+
+func (e *experimentalService) ExperimentalReflectSchema(ctx context.Context, req *v1.ExperimentalReflectSchemaRequest) (*v1.ExperimentalReflectSchemaResponse, error) {
+	return aliasCall(ctx, e, req, &v1.ReflectSchemaRequest{}, e.schema.ReflectSchema, &v1.ExperimentalReflectSchemaResponse{})
+}
+
+func (e *experimentalService) ExperimentalComputablePermissions(ctx context.Context, req *v1.ExperimentalComputablePermissionsRequest) (*v1.ExperimentalComputablePermissionsResponse, error) {
+	return aliasCall(ctx, e, req, &v1.ComputablePermissionsRequest{}, e.schema.ComputablePermissions, &v1.ExperimentalComputablePermissionsResponse{})
+}
+
+func (e *experimentalService) ExperimentalDependentRelations(ctx context.Context, req *v1.ExperimentalDependentRelationsRequest) (*v1.ExperimentalDependentRelationsResponse, error) {
+	return aliasCall(ctx, e, req, &v1.DependentRelationsRequest{}, e.schema.DependentRelations, &v1.ExperimentalDependentRelationsResponse{})
+}
+
+func (e *experimentalService) ExperimentalDiffSchema(ctx context.Context, req *v1.ExperimentalDiffSchemaRequest) (*v1.ExperimentalDiffSchemaResponse, error) {
+	return aliasCall(ctx, e, req, &v1.DiffSchemaRequest{}, e.schema.DiffSchema, &v1.ExperimentalDiffSchemaResponse{})
+}
+
+// aliasCall converts an alias's request to the replacement's, calls it, and converts
+// the answer back.
+func aliasCall[Req, Resp proto.Message, OldResp proto.Message](ctx context.Context, e *experimentalService, old proto.Message, req Req,
+	call func(context.Context, Req) (Resp, error), out OldResp,
+) (OldResp, error) {
+	var zero OldResp
+	req, err := convertMessage(old, req)
+	if err != nil {
+		return zero, e.perms.s.status(err)
+	}
+	resp, err := call(ctx, req)
+	if err != nil {
+		return zero, err
+	}
+	if out, err = convertMessage(resp, out); err != nil {
+		return zero, e.perms.s.status(err)
 	}
 	return out, nil
 }

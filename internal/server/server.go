@@ -171,8 +171,9 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	)
 	perms := &permissionsService{s: s}
 	v1.RegisterPermissionsServiceServer(g, perms)
-	v1.RegisterExperimentalServiceServer(g, &experimentalService{perms: perms})
-	v1.RegisterSchemaServiceServer(g, &schemaService{s: s})
+	schemas := &schemaService{s: s}
+	v1.RegisterSchemaServiceServer(g, schemas)
+	v1.RegisterExperimentalServiceServer(g, &experimentalService{perms: perms, schema: schemas})
 	v1.RegisterWatchServiceServer(g, &watchService{s: s})
 	s.health = health.NewServer()
 	for _, name := range healthServices {

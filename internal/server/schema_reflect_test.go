@@ -1,0 +1,127 @@
+package server
+
+import (
+	"slices"
+	"testing"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/codes"
+)
+
+const reflectSchema = `/** a person */
+definition user {}
+
+definition group {
+	relation member: user | group#member
+}
+
+caveat on_weekday(day string) {
+	day != "sat" && day != "sun"
+}
+
+definition folder {
+	relation owner: user
+	permission read = owner
+}
+
+definition document {
+	relation parent: folder
+	relation viewer: user | user:* | group#member | user with on_weekday
+	/** who may edit */
+	permission edit = parent->read
+	permission view = viewer + edit
+}`
+
+func refs(rs []*v1.ReflectionRelationReference) []string {
+	var out []string
+	for _, r := range rs {
+		s := r.DefinitionName + "#" + r.RelationName
+		if r.IsPermission {
+			s += "(p)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestReflectSchema(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, reflectSchema)
+	resp, err := ts.schema.ReflectSchema(ctxT(t), &v1.ReflectSchemaRequest{Consistency: fullyConsistent()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Definitions) != 4 || len(resp.Caveats) != 1 || resp.ReadAt == nil {
+		t.Fatalf("reflection: %v", resp)
+	}
+	user, doc := resp.Definitions[0], resp.Definitions[3]
+	if user.Name != "user" || user.Comment != "/** a person */" || doc.Name != "document" || len(doc.Relations) != 2 || len(doc.Permissions) != 2 {
+		t.Errorf("definitions: %v / %v", user, doc)
+	}
+	viewer := doc.Relations[1]
+	if len(viewer.SubjectTypes) != 4 || !viewer.SubjectTypes[1].GetIsPublicWildcard() || viewer.SubjectTypes[2].GetOptionalRelationName() != "member" ||
+		viewer.SubjectTypes[3].OptionalCaveatName != "on_weekday" || !viewer.SubjectTypes[0].GetIsTerminalSubject() {
+		t.Errorf("viewer subject types: %v", viewer.SubjectTypes)
+	}
+	if c := resp.Caveats[0]; c.Name != "on_weekday" || len(c.Parameters) != 1 || c.Parameters[0].Type != "string" {
+		t.Errorf("caveat: %v", c)
+	}
+	filtered, err := ts.schema.ReflectSchema(ctxT(t), &v1.ReflectSchemaRequest{OptionalFilters: []*v1.ReflectionSchemaFilter{
+		{OptionalDefinitionNameFilter: "doc", OptionalPermissionNameFilter: "vi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(filtered.Definitions) != 1 || len(filtered.Definitions[0].Permissions) != 1 || len(filtered.Definitions[0].Relations) != 0 || len(filtered.Caveats) != 0 {
+		t.Errorf("filtered: %v", filtered)
+	}
+
+	comp, err := ts.schema.ComputablePermissions(ctxT(t), &v1.ComputablePermissionsRequest{DefinitionName: "folder", RelationName: "owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := refs(comp.Permissions), []string{"document#edit(p)", "document#view(p)", "folder#read(p)"}; !slices.Equal(got, want) {
+		t.Errorf("computable from folder#owner: %v, want %v", got, want)
+	}
+	dep, err := ts.schema.DependentRelations(ctxT(t), &v1.DependentRelationsRequest{DefinitionName: "document", PermissionName: "view"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := refs(dep.Relations), []string{"document#edit(p)", "document#parent", "document#viewer", "folder#owner", "folder#read(p)", "group#member"}; !slices.Equal(got, want) {
+		t.Errorf("view depends on %v, want %v", got, want)
+	}
+	_, err = ts.schema.DependentRelations(ctxT(t), &v1.DependentRelationsRequest{DefinitionName: "document", PermissionName: "viewer"})
+	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	_, err = ts.schema.ComputablePermissions(ctxT(t), &v1.ComputablePermissionsRequest{DefinitionName: "nope", RelationName: "x"})
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION)
+
+	diff, err := ts.schema.DiffSchema(ctxT(t), &v1.DiffSchemaRequest{ComparisonSchema: `definition user {}
+definition group {
+	relation member: user
+}
+caveat on_weekday(day string, tz string) {
+	day != "sat" && tz != ""
+}
+definition document {
+	relation viewer: user
+	permission view = viewer
+}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, d := range diff.Diffs {
+		kinds = append(kinds, string(d.ProtoReflect().WhichOneof(d.ProtoReflect().Descriptor().Oneofs().ByName("diff")).Name()))
+	}
+	want := []string{"definition_removed", "definition_doc_comment_changed", "relation_subject_type_removed", "relation_removed",
+		"permission_removed", "relation_subject_type_removed", "relation_subject_type_removed", "relation_subject_type_removed",
+		"permission_expr_changed", "caveat_expr_changed", "caveat_parameter_added"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("diffs %v\nwant %v", kinds, want)
+	}
+
+	exp := v1.NewExperimentalServiceClient(ts.conn)
+	eresp, err := exp.ExperimentalDependentRelations(ctxT(t), &v1.ExperimentalDependentRelationsRequest{DefinitionName: "folder", PermissionName: "read"})
+	if err != nil || len(eresp.Relations) != 1 || eresp.Relations[0].RelationName != "owner" {
+		t.Errorf("ExperimentalDependentRelations: %v, %v", eresp, err)
+	}
+}
