@@ -122,7 +122,9 @@ func scrape(t *testing.T, addr string) string {
 // TestExpensiveCallsDoNotStarveChecks: with the one expensive slot taken, another
 // expensive call is refused while checks are still served.
 func TestExpensiveCallsDoNotStarveChecks(t *testing.T) {
-	ts := start(t, func(c *Config) { c.MaxInflightExpensive, c.MaxQueuedExpensive, c.AdmissionWait = 1, 1, 50 * time.Millisecond })
+	ts := start(t, func(c *Config) {
+		c.MaxInflightExpensive, c.MaxQueuedExpensive, c.AdmissionWait = 1, 1, 50*time.Millisecond
+	})
 	ts.writeSchema(t, docSchema)
 	ts.write(t, relationship("document", "readme", "owner", "user", "zed", ""))
 	ctx, cancel := context.WithCancel(ctxT(t))

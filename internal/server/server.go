@@ -50,7 +50,7 @@ type Server struct {
 	metrics    *metrics
 	metricsSrv *http.Server // nil when metrics are disabled
 	metricsLis net.Listener
-	gwConn  *grpc.ClientConn
+	gwConn     *grpc.ClientConn
 
 	mu     sync.Mutex
 	served bool // guarded by mu

@@ -6,7 +6,7 @@ import (
 )
 
 func TestGetPutEvict(t *testing.T) {
-	c := New(shards * bucketSize) // one bucket per shard: 4 entries each
+	c := New(shards * bucketSize)                                                      // one bucket per shard: 4 entries each
 	k := func(i uint64) Key { return Key{Hi: i * shards, Lo: i * 0x9e3779b97f4a7c15} } // all in shard 0, bucket 0
 	if _, ok := c.Get(k(1)); ok {
 		t.Fatal("hit in an empty cache")
