@@ -14,8 +14,9 @@
 //   - Write transactions are SERIALIZABLE, CockroachDB's default, so preconditions and
 //     validators read exactly the state the write commits over. Transactions that
 //     fail with SQLSTATE 40001 (retry errors) are run again.
-//   - Watch will read a core changefeed (ChangefeedSQL); store has no watch
-//     interface yet, so Watch is a stub that reports errWatchUnsupported.
+//   - Watch reads a core changefeed (ChangefeedSQL) on a connection of its own and
+//     releases each commit's rows once a resolved timestamp covers them. Changefeeds
+//     need rangefeeds: `SET CLUSTER SETTING kv.rangefeed.enabled = true`.
 //
 // # Testing against a real cluster
 //

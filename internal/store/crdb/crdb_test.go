@@ -117,7 +117,7 @@ func TestSQL(t *testing.T) {
 	if got := schemaSQL(""); got != "SELECT text FROM latch_schema WHERE singleton" {
 		t.Fatalf("schema SQL in a transaction: %s", got)
 	}
-	if got := ChangefeedSQL(rev); !strings.HasSuffix(got, "cursor = '1800000000000000000.0000000002'") {
+	if got := ChangefeedSQL(rev, time.Second); !strings.HasSuffix(got, "resolved = '1000ms', cursor = '1800000000000000000.0000000002'") {
 		t.Fatalf("changefeed SQL: %s", got)
 	}
 	for _, stmt := range []string{liveCreatedSQL, deleteKeysSQL, upsertSQL} {
