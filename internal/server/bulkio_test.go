@@ -161,3 +161,31 @@ func TestExperimentalAliases(t *testing.T) {
 		t.Errorf("BulkCheckPermission: %v", check)
 	}
 }
+
+func TestRelationshipCounters(t *testing.T) {
+	ts := start(t, func(c *Config) { c.QuantizationWindow = -1 })
+	ts.writeSchema(t, bulkSchema)
+	exp := v1.NewExperimentalServiceClient(ts.conn)
+	filter := &v1.RelationshipFilter{ResourceType: "doc", OptionalSubjectFilter: &v1.SubjectFilter{SubjectType: "user", OptionalSubjectId: "u1"}}
+	if _, err := exp.ExperimentalRegisterRelationshipCounter(ctxT(t), &v1.ExperimentalRegisterRelationshipCounterRequest{Name: "u1docs", RelationshipFilter: filter}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := exp.ExperimentalRegisterRelationshipCounter(ctxT(t), &v1.ExperimentalRegisterRelationshipCounterRequest{Name: "u1docs", RelationshipFilter: filter})
+	wantCode(t, err, codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	_, err = exp.ExperimentalRegisterRelationshipCounter(ctxT(t), &v1.ExperimentalRegisterRelationshipCounterRequest{Name: "bad", RelationshipFilter: &v1.RelationshipFilter{ResourceType: "nope"}})
+	if err == nil {
+		t.Error("a counter over an unknown type was registered")
+	}
+	if _, err := ts.importRels(t, bulkRels(0, 30)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := exp.ExperimentalCountRelationships(ctxT(t), &v1.ExperimentalCountRelationshipsRequest{Name: "u1docs"})
+	if err != nil || resp.GetReadCounterValue().GetRelationshipCount() != 5 || resp.GetReadCounterValue().GetReadAt() == nil {
+		t.Errorf("count: %v, %v (want 5: d001 d008 d015 d022 d029)", resp, err)
+	}
+	if _, err := exp.ExperimentalUnregisterRelationshipCounter(ctxT(t), &v1.ExperimentalUnregisterRelationshipCounterRequest{Name: "u1docs"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = exp.ExperimentalCountRelationships(ctxT(t), &v1.ExperimentalCountRelationshipsRequest{Name: "u1docs"})
+	wantCode(t, err, codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+}

@@ -38,6 +38,7 @@ type Server struct {
 	schemas   *schemaCache
 	quantizer *quantizer
 	checks    *checkCache // nil when caching is off
+	counters  relationshipCounters
 	generated string
 
 	grpc    *grpc.Server
