@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"hash/maphash"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
@@ -21,6 +25,8 @@ import (
 type checkCache struct {
 	c     *cache.Cache
 	seeds [2]maphash.Seed
+	// flight shares one evaluation among identical checks arriving together.
+	flight singleflight.Group
 }
 
 const (
@@ -91,6 +97,28 @@ func (cc *checkCache) get(sch *ir.Schema, rev store.Revision, req engine.CheckRe
 		return engine.Result{Membership: engine.NoPermission}, k, true, true
 	}
 	return engine.Result{}, k, true, false
+}
+
+// compute evaluates a check the cache missed. Identical concurrent checks (same key)
+// share one evaluation; if the one evaluating gave up (its client went away) the others
+// evaluate for themselves rather than inherit its cancellation. The answer is cached.
+func (cc *checkCache) compute(ctx context.Context, k cache.Key, cacheable bool, eval func(context.Context) (engine.Result, error)) (engine.Result, error) {
+	if cc == nil || !cacheable {
+		return eval(ctx)
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], k.Hi)
+	binary.LittleEndian.PutUint64(b[8:], k.Lo)
+	v, err, _ := cc.flight.Do(string(b[:]), func() (any, error) { return eval(ctx) })
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		v, err = eval(ctx)
+	}
+	if err != nil {
+		return engine.Result{}, err
+	}
+	res := v.(engine.Result)
+	cc.put(k, res)
+	return res, nil
 }
 
 // put stores a definite answer.

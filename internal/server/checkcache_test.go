@@ -1,8 +1,15 @@
 package server
 
 import (
+	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/engine/cache"
 )
 
 // TestCheckCacheAnswersRepeats: a repeated check at one revision is answered from the
@@ -35,4 +42,45 @@ func grepLines(text, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func TestIdenticalChecksShareOneEvaluation(t *testing.T) {
+	cc := newCheckCache(1<<20, newMetrics())
+	k := cache.Key{Hi: 1, Lo: 2}
+	var evals atomic.Int32
+	eval := func(ctx context.Context) (engine.Result, error) {
+		evals.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		return engine.Result{Membership: engine.HasPermission}, ctx.Err()
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if res, err := cc.compute(context.Background(), k, true, eval); err != nil || res.Membership != engine.HasPermission {
+				t.Errorf("compute: %v, %v", res, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := evals.Load(); n != 1 {
+		t.Errorf("%d evaluations for 20 identical concurrent checks, want 1", n)
+	}
+
+	// A follower whose leader's client went away evaluates for itself.
+	leaderCtx, cancel := context.WithCancel(context.Background())
+	k2 := cache.Key{Hi: 3, Lo: 4}
+	started := make(chan struct{})
+	go func() {
+		_, _ = cc.compute(leaderCtx, k2, true, func(ctx context.Context) (engine.Result, error) {
+			close(started)
+			<-ctx.Done()
+			return engine.Result{}, ctx.Err()
+		})
+	}()
+	<-started
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	res, err := cc.compute(context.Background(), k2, true, eval)
+	if err != nil || res.Membership != engine.HasPermission {
+		t.Errorf("follower of a cancelled leader: %v, %v", res, err)
+	}
 }

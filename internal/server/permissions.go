@@ -28,11 +28,10 @@ func (p *permissionsService) CheckPermission(ctx context.Context, req *v1.CheckP
 	creq := checkRequestFromV1(req.GetResource(), req.GetPermission(), req.GetSubject(), req.GetContext())
 	res, key, cacheable, hit := p.s.checks.get(sch, r.Revision(), creq)
 	if !hit {
-		if res, err = p.s.engine.Check(ctx, sch, r, creq); err != nil {
+		if res, err = p.s.checks.compute(ctx, key, cacheable, func(ctx context.Context) (engine.Result, error) {
+			return p.s.engine.Check(ctx, sch, r, creq)
+		}); err != nil {
 			return nil, p.s.status(err)
-		}
-		if cacheable {
-			p.s.checks.put(key, res)
 		}
 	}
 	return &v1.CheckPermissionResponse{
