@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -163,11 +164,21 @@ type Options struct {
 	Target string
 	// MetricsURL is the server's Prometheus endpoint, scraped around each phase; "" for none.
 	MetricsURL string
+	// Permify, when set, sends the checks to Permify's HTTP API instead of over Conns.
+	Permify *PermifyTarget
 }
 
 // Run runs every phase of w in order and returns the results of the measured ones.
 func Run(ctx context.Context, w *Workload, opt Options) (*Result, error) {
-	if len(opt.Conns) == 0 {
+	var httpClient *http.Client
+	switch {
+	case opt.Permify != nil:
+		if err := checkStepsOnly(w); err != nil {
+			return nil, err
+		}
+		httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024}}
+		defer httpClient.CloseIdleConnections()
+	case len(opt.Conns) == 0:
 		return nil, fmt.Errorf("bench run needs a connection to a server")
 	}
 	if opt.Interval <= 0 {
@@ -178,6 +189,9 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Result, error) {
 	seed := opt.Seed
 	for _, ph := range w.Phases {
 		newWorker := func(i int) worker { return newGRPCWorker(p, opt.Conns[i%len(opt.Conns)], seed, i) }
+		if opt.Permify != nil {
+			newWorker = func(i int) worker { return newPermifyWorker(p, opt.Permify, httpClient, seed, i) }
+		}
 		seed += 1 << 32 // each phase its own sequences
 		pr, cpu, server := runMeasured(ctx, ph, w, newWorker, opt)
 		if err := ctx.Err(); err != nil {

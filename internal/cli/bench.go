@@ -144,6 +144,9 @@ type BenchRunConfig struct {
 	Output     string
 	HTML       string
 	MetricsURL string
+	// PermifyURL, when set, sends the checks to Permify's HTTP API at this base URL
+	// (tenant Tenant) instead of the SpiceDB gRPC API.
+	PermifyURL, Tenant string
 	// NoLoad skips loading the data set into an in-process latch.
 	NoLoad bool
 	Quiet  bool
@@ -173,7 +176,15 @@ phase; -o writes the JSON result (for latch bench compare), --html a self-contai
 				}
 				cfg.Target = "in-process"
 			}
-			if cfg.Target == "server" {
+			switch {
+			case cfg.PermifyURL != "" && cfg.Target != "server":
+				return errors.New("--permify-url sends the checks to that server: it cannot be combined with --in-process or --target")
+			case cfg.PermifyURL != "":
+				cfg.Client.Token, _ = cmd.Flags().GetString("token")
+				if cfg.Client.Token == "" {
+					cfg.Client.Token = env.Getenv("LATCH_TOKEN")
+				}
+			case cfg.Target == "server":
 				var err error
 				if cfg.Client, err = flags.resolve(cmd, env); err != nil {
 					return err
@@ -192,6 +203,8 @@ phase; -o writes the JSON result (for latch bench compare), --html a self-contai
 	fs.StringVarP(&cfg.Output, "output", "o", "", "write the JSON result here")
 	fs.StringVar(&cfg.HTML, "html", "", "write the HTML report here")
 	fs.StringVar(&cfg.MetricsURL, "metrics-url", "", "the server's Prometheus metrics URL, scraped around each phase (CPU, cache hit ratio)")
+	fs.StringVar(&cfg.PermifyURL, "permify-url", "", "send the checks to Permify's HTTP API at this base URL (e.g. http://127.0.0.1:8443) instead of over gRPC; check steps only, data loaded beforehand")
+	fs.StringVar(&cfg.Tenant, "tenant", "t1", "with --permify-url: the Permify tenant")
 	fs.BoolVar(&cfg.NoLoad, "no-load", false, "with --in-process: do not load the data set")
 	fs.BoolVarP(&cfg.Quiet, "quiet", "q", false, "no progress lines")
 	return cmd
@@ -211,6 +224,10 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 			return fmt.Errorf("%s: %w", cfg.Workload, err)
 		}
 	}
+	if cfg.PermifyURL != "" {
+		return runAndReport(ctx, cfg, w, bench.Options{Seed: cfg.Seed, Target: "Permify API at " + cfg.PermifyURL, MetricsURL: cfg.MetricsURL,
+			Permify: &bench.PermifyTarget{URL: cfg.PermifyURL, Tenant: cfg.Tenant, Token: cfg.Client.Token}}, env)
+	}
 	ep, stop, err := benchTarget(ctx, cfg, w, env)
 	if err != nil {
 		return err
@@ -226,7 +243,10 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 			return err
 		}
 	}
-	opt := bench.Options{Conns: bench.Conns(conns), Seed: cfg.Seed, Target: targetName(cfg, ep), MetricsURL: cfg.MetricsURL}
+	return runAndReport(ctx, cfg, w, bench.Options{Conns: bench.Conns(conns), Seed: cfg.Seed, Target: targetName(cfg, ep), MetricsURL: cfg.MetricsURL}, env)
+}
+
+func runAndReport(ctx context.Context, cfg BenchRunConfig, w *bench.Workload, opt bench.Options, env Env) error {
 	if !cfg.Quiet {
 		opt.Log = env.Err
 	}
