@@ -58,10 +58,12 @@ func (wk *permifyWorker) do(ctx context.Context) (int, error) {
 }
 
 type permifyCheck struct {
-	Metadata   struct{ Depth int `json:"depth"` } `json:"metadata"`
-	Entity     permifyEntity                     `json:"entity"`
-	Permission string                            `json:"permission"`
-	Subject    permifyEntity                     `json:"subject"`
+	Metadata struct {
+		Depth int `json:"depth"`
+	} `json:"metadata"`
+	Entity     permifyEntity `json:"entity"`
+	Permission string        `json:"permission"`
+	Subject    permifyEntity `json:"subject"`
 }
 
 type permifyEntity struct {

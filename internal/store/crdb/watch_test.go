@@ -69,7 +69,7 @@ func TestFeedBufferReleasesWholeRevisionsInOrder(t *testing.T) {
 func TestFeedBufferRejectsMalformedRows(t *testing.T) {
 	other := "elsewhere"
 	for _, tc := range []struct {
-		table *string
+		table       *string
 		value, want string
 	}{
 		{&relTable, `not json`, "not JSON"},
