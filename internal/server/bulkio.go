@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 
+	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -47,7 +49,42 @@ func (s *Server) importRelationships(ctx context.Context, next func() ([]*v1.Rel
 	if err != nil || len(updates) == 0 {
 		return 0, err
 	}
+	if bl, ok := s.store.(bulkLoader); ok {
+		return s.bulkLoad(ctx, bl, updates)
+	}
 	if _, err := s.store.Write(ctx, nil, updates, s.writeValidator(nil, updates)); err != nil {
+		return 0, err
+	}
+	return uint64(len(updates)), nil
+}
+
+// bulkLoader is implemented by stores with a bulk path (pebble ingests sorted tables,
+// PostgreSQL uses COPY) that creates everything as one revision and fails whole if a
+// relationship already exists.
+type bulkLoader interface {
+	BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (store.Revision, error)
+}
+
+// bulkLoad validates the relationships against the newest schema, then loads them. A
+// bulk load takes no validator, so a schema write landing between the two could admit
+// relationships the new schema no longer allows: a narrow window that Write's
+// in-transaction validation does not have, accepted for a load several times faster.
+func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, updates []store.Update) (uint64, error) {
+	r, err := s.readerFor(ctx, headConsistency)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.writeValidator(nil, updates)(ctx, r); err != nil {
+		return 0, err
+	}
+	_, err = bl.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
+		for _, u := range updates {
+			if !yield(u.Relationship, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
 		return 0, err
 	}
 	return uint64(len(updates)), nil

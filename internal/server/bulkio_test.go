@@ -98,7 +98,13 @@ func TestImportExport(t *testing.T) {
 }
 
 func TestImportFailsWhole(t *testing.T) {
-	ts := start(t, nil)
+	for _, st := range conformanceStores {
+		t.Run(st.name, func(t *testing.T) { testImportFailsWhole(t, func(c *Config) { st.setup(t, c) }) })
+	}
+}
+
+func testImportFailsWhole(t *testing.T, setup func(*Config)) {
+	ts := start(t, setup)
 	ts.writeSchema(t, bulkSchema)
 	ts.write(t, relationship("doc", "d010", "viewer", "user", "u3", ""))
 	_, err := ts.importRels(t, bulkRels(0, 10), bulkRels(10, 20))
