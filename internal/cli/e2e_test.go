@@ -190,7 +190,8 @@ func TestServe(t *testing.T) {
 	done := make(chan int, 1)
 	dataDir := t.TempDir()
 	go func() {
-		done <- Main(ctx, []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir, "--metrics-addr", "127.0.0.1:0"},
+		done <- Main(ctx, []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir, "--metrics-addr", "127.0.0.1:0",
+			"--log-level", "debug", "--log-format", "json"},
 			Env{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
 	}()
 	m := waitFor(t, &out, regexp.MustCompile(`export LATCH_TOKEN=(\S+) LATCH_ENDPOINT=(\S+)`))
@@ -208,6 +209,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("X-Request-Id", "trace-me-42")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +220,7 @@ func TestServe(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "PERMISSIONSHIP_HAS_PERMISSION") {
 		t.Errorf("gateway check: %s %s", resp.Status, got)
 	}
+	waitFor(t, &errOut, regexp.MustCompile(`"msg":"rpc","request_id":"trace-me-42","method":"/authzed.api.v1.PermissionsService/CheckPermission","code":"OK"`))
 
 	cancel()
 	select {

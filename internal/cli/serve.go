@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 // so that commands and deployment files carry over.
 func newServeCommand(env Env) *cobra.Command {
 	var cfg server.Config
+	var logLevel, logFormat string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a latch server (gRPC API and HTTP/JSON gateway)",
@@ -45,6 +48,11 @@ SIGTERM, letting requests in flight finish.`,
 			if err := resolveDataDir(cmd, &cfg); err != nil {
 				return err
 			}
+			logger, err := newLogger(env.Err, logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, cfg, env)
@@ -55,6 +63,8 @@ SIGTERM, letting requests in flight finish.`,
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", server.DefaultHTTPAddr, `HTTP/JSON gateway listen address ("" or "-" turns the gateway off)`)
 	fs.StringSliceVar(&cfg.PresharedKeys, "grpc-preshared-key", nil, "bearer token clients must present; repeat the flag or separate keys with commas (env LATCH_GRPC_PRESHARED_KEY)")
 	addDatastoreFlags(cmd, &cfg)
+	fs.StringVar(&logLevel, "log-level", "info", "debug (one line per call, with its request id), info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.Int64Var(&cfg.CheckCacheMaxBytes, "dispatch-cache-max-bytes", server.DefaultCheckCacheMaxBytes, "memory of the cache of check answers, allocated whole at start (negative: no cache)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", server.DefaultMetricsAddr, `Prometheus /metrics and /debug/pprof listen address ("" or "-" turns them off)`)
 	fs.IntVar(&cfg.MaxInflightCheap, "max-inflight-checks", 0, "checks, writes and schema calls executing at once before new ones queue (0: 4×GOMAXPROCS)")
@@ -97,4 +107,20 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 	}
 	fmt.Fprintln(env.Out, "latch: stopped")
 	return nil
+}
+
+// newLogger builds the server's structured logger on w.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
 }

@@ -88,6 +88,8 @@ func TestOverloadSheds(t *testing.T) {
 		`latch_grpc_request_duration_seconds_count{code="OK",method="/authzed.api.v1.PermissionsService/CheckPermission"}`,
 		`latch_grpc_request_duration_seconds_count{code="ResourceExhausted",method="/authzed.api.v1.PermissionsService/CheckPermission"}`,
 		"go_goroutines",
+		"latch_datastore_query_duration_seconds_count",
+		"latch_check_datastore_queries_bucket",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

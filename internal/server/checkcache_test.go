@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,7 @@ func grepLines(text, substr string) string {
 }
 
 func TestIdenticalChecksShareOneEvaluation(t *testing.T) {
-	cc := newCheckCache(1<<20, newMetrics())
+	cc := newCheckCache(1<<20, newMetrics(slog.New(slog.DiscardHandler)))
 	k := cache.Key{Hi: 1, Lo: 2}
 	var evals atomic.Int32
 	eval := func(ctx context.Context) (engine.Result, error) {

@@ -42,13 +42,17 @@ func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revi
 // (schema reads, validating a delete's filter).
 var headConsistency = &v1.Consistency{Requirement: &v1.Consistency_FullyConsistent{FullyConsistent: true}}
 
-// readerFor opens a reader at the revision c asks for.
+// readerFor opens a reader at the revision c asks for, timing its queries.
 func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader, error) {
 	rev, err := s.revisionFor(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Reader(ctx, rev)
+	r, err := s.store.Reader(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	return &timedReader{Reader: r, m: s.metrics}, nil
 }
 
 func decodeToken(t *v1.ZedToken) (store.Revision, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
@@ -29,7 +30,8 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.gwConn = conn
-	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)))
+	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
+		runtime.WithIncomingHeaderMatcher(forwardHeader))
 	ctx := context.Background()
 	if err := v1.RegisterSchemaServiceHandlerClient(ctx, mux, v1.NewSchemaServiceClient(conn)); err != nil {
 		return err
@@ -72,4 +74,13 @@ func tooLarge(w http.ResponseWriter, size int64, limit int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusRequestEntityTooLarge)
 	_, _ = w.Write(body)
+}
+
+// forwardHeader passes the gateway's default headers and X-Request-Id to the gRPC call,
+// so a request id set by an HTTP client reaches the logs.
+func forwardHeader(key string) (string, bool) {
+	if strings.EqualFold(key, "X-Request-Id") {
+		return "x-request-id", true
+	}
+	return runtime.DefaultHeaderMatcher(key)
 }

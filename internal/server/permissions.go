@@ -34,6 +34,9 @@ func (p *permissionsService) CheckPermission(ctx context.Context, req *v1.CheckP
 			return nil, p.s.status(err)
 		}
 	}
+	if tr, ok := r.(*timedReader); ok {
+		p.s.metrics.checkQueries.Observe(float64(tr.queries.Load()))
+	}
 	return &v1.CheckPermissionResponse{
 		CheckedAt:         tokenFor(r.Revision()),
 		Permissionship:    permissionshipToV1(res.Membership),

@@ -68,7 +68,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, engine: engine.New(engine.Config{MaxDepth: cfg.MaxDepth}), schemas: newSchemaCache(), metrics: newMetrics()}
+	s := &Server{cfg: cfg, engine: engine.New(engine.Config{MaxDepth: cfg.MaxDepth}), schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger)}
 	keys := cfg.PresharedKeys
 	if len(keys) == 0 {
 		s.generated = generateKey()
