@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"flag"
+	"runtime/metrics"
 	"sync"
 	"testing"
 
@@ -85,6 +86,7 @@ func BenchmarkCheckSocial(b *testing.B) {
 	ctx := context.Background()
 	allowed := 0
 	b.ReportAllocs()
+	gcBefore, cpuBefore := gcCPU()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		res, err := eng.Check(ctx, f.s, f.reader, items[i%len(items)])
@@ -95,6 +97,18 @@ func BenchmarkCheckSocial(b *testing.B) {
 			allowed++
 		}
 	}
+	b.StopTimer()
+	if gcAfter, cpuAfter := gcCPU(); cpuAfter > cpuBefore {
+		b.ReportMetric(100*(gcAfter-gcBefore)/(cpuAfter-cpuBefore), "gc-cpu-%")
+	}
 	b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
 	b.ReportMetric(float64(f.rels), "rels")
+}
+
+// gcCPU returns the process's CPU seconds spent in garbage collection and in all, as
+// the runtime estimates them.
+func gcCPU() (gc, total float64) {
+	samples := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}
+	metrics.Read(samples)
+	return samples[0].Value.Float64(), samples[1].Value.Float64()
 }
