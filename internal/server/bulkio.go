@@ -30,8 +30,13 @@ func (p *permissionsService) ImportBulkRelationships(stream v1.PermissionsServic
 }
 
 // importRelationships drains next (until io.EOF) and creates everything it returned
-// as one write, validated against the schema inside the write's transaction.
+// as one revision. Stores with a bulk path load the stream as it arrives, validated
+// against the newest schema, so an import is not held in memory; others get one write,
+// validated against the schema inside the write's transaction.
 func (s *Server) importRelationships(ctx context.Context, next func() ([]*v1.Relationship, error)) (uint64, error) {
+	if bl, ok := s.store.(bulkLoader); ok {
+		return s.bulkLoad(ctx, bl, next)
+	}
 	var wire []*v1.RelationshipUpdate
 	for {
 		batch, err := next()
@@ -49,9 +54,6 @@ func (s *Server) importRelationships(ctx context.Context, next func() ([]*v1.Rel
 	if err != nil || len(updates) == 0 {
 		return 0, err
 	}
-	if bl, ok := s.store.(bulkLoader); ok {
-		return s.bulkLoad(ctx, bl, updates)
-	}
 	if _, err := s.store.Write(ctx, nil, updates, s.writeValidator(nil, updates)); err != nil {
 		return 0, err
 	}
@@ -60,34 +62,56 @@ func (s *Server) importRelationships(ctx context.Context, next func() ([]*v1.Rel
 
 // bulkLoader is implemented by stores with a bulk path (pebble ingests sorted tables,
 // PostgreSQL uses COPY) that creates everything as one revision and fails whole if a
-// relationship already exists.
+// relationship already exists or comes twice.
 type bulkLoader interface {
 	BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (store.Revision, error)
 }
 
-// bulkLoad validates the relationships against the newest schema, then loads them. A
-// bulk load takes no validator, so a schema write landing between the two could admit
-// relationships the new schema no longer allows: a narrow window that Write's
-// in-transaction validation does not have, accepted for a load several times faster.
-func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, updates []store.Update) (uint64, error) {
+// bulkLoad streams the import into the store's bulk load, checking each relationship
+// against the newest schema. A bulk load takes no validator, so a schema write landing
+// meanwhile could admit relationships the new schema no longer allows: a narrow window
+// that Write's in-transaction validation does not have, accepted for a load that is
+// several times faster and needs no memory for the whole import.
+func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, next func() ([]*v1.Relationship, error)) (uint64, error) {
 	r, err := s.readerFor(ctx, headConsistency)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.writeValidator(nil, updates)(ctx, r); err != nil {
+	sch, err := s.schemas.at(ctx, r)
+	if err != nil {
 		return 0, err
 	}
+	var n uint64
 	_, err = bl.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
-		for _, u := range updates {
-			if !yield(u.Relationship, nil) {
+		for {
+			batch, err := next()
+			if errors.Is(err, io.EOF) {
 				return
+			}
+			if err != nil {
+				yield(rel.Relationship{}, err)
+				return
+			}
+			for _, w := range batch {
+				r, err := s.relationshipFromWire(w)
+				if err == nil {
+					err = sch.ValidateRelationship(r)
+				}
+				if err != nil {
+					yield(rel.Relationship{}, err)
+					return
+				}
+				if !yield(r, nil) {
+					return
+				}
+				n++
 			}
 		}
 	})
 	if err != nil {
 		return 0, err
 	}
-	return uint64(len(updates)), nil
+	return n, nil
 }
 
 // ExportBulkRelationships streams every relationship matching the optional filter, in

@@ -43,20 +43,30 @@ func (s *Server) updatesFromV1(in []*v1.RelationshipUpdate) ([]store.Update, err
 	out := make([]store.Update, 0, len(in))
 	seen := make(map[rel.Key]struct{}, len(in))
 	for _, u := range in {
-		r := relationshipFromV1(u.GetRelationship())
+		r, err := s.relationshipFromWire(u.GetRelationship())
+		if err != nil {
+			return nil, err
+		}
 		if _, dup := seen[r.Key()]; dup {
 			return nil, &duplicateUpdateError{r}
 		}
 		seen[r.Key()] = struct{}{}
-		if size := contextSize(u.GetRelationship()); size > s.cfg.MaxRelationshipContextBytes {
-			return nil, &contextTooLargeError{r, size, s.cfg.MaxRelationshipContextBytes}
-		}
-		if err := rel.Validate(r); err != nil {
-			return nil, &malformedRelationshipError{err}
-		}
 		out = append(out, store.Update{Op: updateOpFromV1(u.GetOperation()), Relationship: r})
 	}
 	return out, nil
+}
+
+// relationshipFromWire converts a relationship and checks what needs no schema: its
+// context size and its syntax.
+func (s *Server) relationshipFromWire(w *v1.Relationship) (rel.Relationship, error) {
+	r := relationshipFromV1(w)
+	if size := contextSize(w); size > s.cfg.MaxRelationshipContextBytes {
+		return r, &contextTooLargeError{r, size, s.cfg.MaxRelationshipContextBytes}
+	}
+	if err := rel.Validate(r); err != nil {
+		return r, &malformedRelationshipError{err}
+	}
+	return r, nil
 }
 
 func (s *Server) writeValidator(preconds []store.Precondition, updates []store.Update) store.Validator {
