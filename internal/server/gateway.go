@@ -45,12 +45,15 @@ func (s *Server) newGateway() error {
 	if err := v1.RegisterWatchServiceHandlerClient(ctx, mux, v1.NewWatchServiceClient(conn)); err != nil {
 		return err
 	}
-	handler, closePermify := s.withPermify(mux)
+	handler, closePermify, err := s.withPermify(mux)
+	if err != nil {
+		return err
+	}
+	s.closePermify = closePermify
 	s.http = &http.Server{
 		Handler:           s.limitBody(handler),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	s.http.RegisterOnShutdown(closePermify)
 	return nil
 }
 

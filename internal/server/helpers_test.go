@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,14 @@ type testServer struct {
 	schema   v1.SchemaServiceClient
 	grpcAddr string
 	httpAddr string
+	stopOnce sync.Once
+	shutdown func()
+}
+
+// stop stops the server now rather than at cleanup (to restart on the same data).
+func (ts *testServer) stop(t *testing.T) {
+	t.Helper()
+	ts.stopOnce.Do(ts.shutdown)
 }
 
 // start runs a server for the test and stops it (waiting for Serve) at cleanup.
@@ -64,7 +73,7 @@ func start(t *testing.T, mutate func(*Config)) *testServer {
 	ts.conn = dial(t, ts.grpcAddr, testKey)
 	ts.perms = v1.NewPermissionsServiceClient(ts.conn)
 	ts.schema = v1.NewSchemaServiceClient(ts.conn)
-	t.Cleanup(func() {
+	ts.shutdown = func() {
 		_ = ts.conn.Close()
 		cancel()
 		select {
@@ -75,7 +84,8 @@ func start(t *testing.T, mutate func(*Config)) *testServer {
 		case <-time.After(10 * time.Second):
 			t.Error("Serve did not return after its context was cancelled")
 		}
-	})
+	}
+	t.Cleanup(func() { ts.stopOnce.Do(ts.shutdown) })
 	return ts
 }
 

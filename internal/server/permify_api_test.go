@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
@@ -100,5 +104,50 @@ func TestPermifyAPIOnTheHTTPListener(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("SpiceDB gateway /v1/schema/read: %d", resp.StatusCode)
+	}
+}
+
+// TestPermifyTenantsSurviveRestarts: on pebble, a tenant created through the API keeps
+// its schema and data across a restart, and deleting it removes its data.
+func TestPermifyTenantsSurviveRestarts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	onPebble := func(c *Config) { c.DatastoreEngine, c.DatastoreURI = "pebble", dir }
+	check := func(ts *testServer) (int, map[string]any) {
+		return permifyPost(t, ts, testKey, "/v1/tenants/acme/permissions/check", map[string]any{
+			"metadata": map[string]any{"depth": 20},
+			"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "ann"}})
+	}
+	ts := start(t, onPebble)
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": "acme", "name": "Acme"}); code != http.StatusOK {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/schemas/write", map[string]any{"schema": "entity user {}\nentity doc { relation owner @user permission view = owner }"}); code != http.StatusOK {
+		t.Fatalf("schemas/write: %d %v", code, out)
+	}
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/data/write", map[string]any{
+		"tuples": []any{map[string]any{"entity": map[string]any{"type": "doc", "id": "1"}, "relation": "owner", "subject": map[string]any{"type": "user", "id": "ann"}}}}); code != http.StatusOK {
+		t.Fatalf("data/write: %d %v", code, out)
+	}
+	ts.stop(t)
+
+	ts = start(t, onPebble)
+	if code, out := check(ts); code != http.StatusOK || out["can"] != "CHECK_RESULT_ALLOWED" {
+		t.Errorf("check after a restart: %d %v", code, out)
+	}
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/list", nil); code != http.StatusOK || len(out["tenants"].([]any)) != 2 {
+		t.Errorf("tenants after a restart: %d %v", code, out)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/acme", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if _, err := os.Stat(filepath.Join(dir+".tenants", "acme")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the deleted tenant's data is still there: %v", err)
+	}
+	if code, _ := check(ts); code != http.StatusNotFound {
+		t.Errorf("check in the deleted tenant: %d", code)
 	}
 }

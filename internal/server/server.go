@@ -52,6 +52,8 @@ type Server struct {
 	metricsSrv *http.Server // nil when metrics are disabled
 	metricsLis net.Listener
 	gwConn     *grpc.ClientConn
+	// closePermify closes the stores of Permify tenants; nil without the gateway.
+	closePermify func()
 
 	mu     sync.Mutex
 	served bool // guarded by mu
@@ -301,6 +303,9 @@ func (s *Server) Close() {
 	}
 	if s.gwConn != nil {
 		_ = s.gwConn.Close()
+	}
+	if s.closePermify != nil {
+		s.closePermify()
 	}
 	if s.ownsStore && s.store != nil {
 		if err := s.store.Close(); err != nil {

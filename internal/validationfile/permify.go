@@ -201,7 +201,10 @@ func (r PermifyReport) OK() bool { return len(r.Failures) == 0 }
 func RunPermify(ctx context.Context, f *PermifyFile) (PermifyReport, error) {
 	st := memory.New(memory.Options{GCInterval: -1})
 	defer st.Close()
-	h := permify.New(permify.Config{Engine: engine.New(engine.Config{}), Default: st})
+	h, err := permify.New(permify.Config{Engine: engine.New(engine.Config{}), Default: st})
+	if err != nil {
+		return PermifyReport{}, err
+	}
 	defer h.Close()
 	r := &permifyRun{ctx: ctx, h: h, f: f, rep: PermifyReport{File: f.Name}}
 	if err := r.load(); err != nil {

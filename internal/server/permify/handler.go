@@ -4,7 +4,7 @@
 // JSON in, engine and store calls, wire JSON out.
 //
 // Tenant t1 always exists and is the server's own store, the one the SpiceDB API
-// serves; other tenants each get an isolated store from Config.NewStore. Schemas are
+// serves; other tenants each get an isolated store from Config.Tenants. Schemas are
 // stored as the .zed rendering of their compiled form (see package schema/perm), so the
 // SpiceDB API can read and evaluate t1's schema, and snap tokens and schema versions are
 // zedtokens of store revisions.
@@ -34,8 +34,9 @@ type Config struct {
 	Engine *engine.Engine
 	// Default is tenant t1's store (the server's store); the handler does not close it.
 	Default store.Store
-	// NewStore opens an empty store for a new tenant; the handler closes it on delete.
-	NewStore func() store.Store
+	// Tenants keeps the stores of tenants created through the API; nil means tenants
+	// cannot be created.
+	Tenants TenantStores
 	// SharedDefault says the SpiceDB API serves t1's store too, so t1's schemas are
 	// stored as .zed and must follow SpiceDB's naming rules.
 	SharedDefault bool
@@ -44,6 +45,23 @@ type Config struct {
 	// MaxBatch bounds tuples plus attributes per data/write and checks per bulk-check
 	// (Permify's default is 100; load scripts send 1,000). 0 means 10,000.
 	MaxBatch int
+}
+
+// TenantStores opens, lists and removes the stores of tenants other than t1.
+type TenantStores interface {
+	// Existing returns the tenants kept from earlier runs, with their stores open.
+	Existing() ([]TenantInfo, error)
+	// Create makes an empty store for a new tenant.
+	Create(t TenantInfo) (store.Store, error)
+	// Remove deletes a tenant's data once the handler has closed its store.
+	Remove(id string) error
+}
+
+// TenantInfo describes a tenant; Store is set by TenantStores.Existing.
+type TenantInfo struct {
+	ID, Name string
+	Created  time.Time
+	Store    store.Store
 }
 
 // Handler serves the Permify API. Close releases the tenant stores it opened.
@@ -63,14 +81,23 @@ type tenant struct {
 	owned    bool
 }
 
-// New returns a handler with tenant t1 on cfg.Default.
-func New(cfg Config) *Handler {
+// New returns a handler with tenant t1 on cfg.Default and the tenants cfg.Tenants kept.
+func New(cfg Config) (*Handler, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 10_000
 	}
 	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}}
 	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default}
-	return h
+	if cfg.Tenants != nil {
+		existing, err := cfg.Tenants.Existing()
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range existing {
+			h.tenants[t.ID] = &tenant{ID: t.ID, Name: t.Name, Created: t.Created, store: t.Store, owned: true}
+		}
+	}
+	return h, nil
 }
 
 // Close closes the stores of tenants created through the API.
@@ -226,7 +253,7 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 	if !validTenantID(req.ID) {
 		return nil, invalid("ERROR_CODE_VALIDATION", "tenant id "+quote(req.ID)+" is invalid: use 1 to 64 letters, digits, `_` or `-`")
 	}
-	if h.cfg.NewStore == nil {
+	if h.cfg.Tenants == nil {
 		return nil, &apiError{code: codeUnimplemented, reason: "ERROR_CODE_NOT_IMPLEMENTED", msg: "this server does not create tenants"}
 	}
 	h.mu.Lock()
@@ -237,7 +264,12 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 	if _, dup := h.tenants[req.ID]; dup {
 		return nil, &apiError{code: codeAlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(req.ID) + " already exists"}
 	}
-	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), store: h.cfg.NewStore(), owned: true}
+	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), owned: true}
+	st, err := h.cfg.Tenants.Create(TenantInfo{ID: t.ID, Name: t.Name, Created: t.Created})
+	if err != nil {
+		return nil, &apiError{code: codeInternal, reason: "ERROR_CODE_INTERNAL", msg: "creating the tenant's store: " + err.Error()}
+	}
+	t.store = st
 	h.tenants[req.ID] = t
 	return map[string]any{"tenant": t.json()}, nil
 }
@@ -278,6 +310,9 @@ func (h *Handler) deleteTenant(id string) (any, error) {
 	}
 	if t.owned {
 		_ = t.store.Close()
+		if err := h.cfg.Tenants.Remove(id); err != nil {
+			return nil, &apiError{code: codeInternal, reason: "ERROR_CODE_INTERNAL", msg: "removing the tenant's data: " + err.Error()}
+		}
 	}
 	return map[string]any{"tenant": t.json()}, nil
 }

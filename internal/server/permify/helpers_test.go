@@ -28,11 +28,14 @@ func newAPI(t testing.TB, mutate func(*Config)) *api {
 	t.Helper()
 	def := memory.New(memory.Options{GCInterval: -1})
 	cfg := Config{Engine: engine.New(engine.Config{}), Default: def,
-		NewStore: func() store.Store { return memory.New(memory.Options{GCInterval: -1}) }}
+		Tenants: MemoryTenants{Options: memory.Options{GCInterval: -1}}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	h := New(cfg)
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.Close()
