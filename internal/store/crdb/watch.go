@@ -3,6 +3,7 @@ package crdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -24,11 +25,30 @@ import (
 // of its own; a consumer that stops pulling only leaves rows unread on it.
 func (s *Store) Watch(ctx context.Context, after store.Revision, opts store.WatchOptions) iter.Seq2[store.Change, error] {
 	return func(yield func(store.Change, error) bool) {
-		if err := s.watch(ctx, after, opts, yield); err != nil {
+		pos := after
+		track := func(c store.Change, err error) bool {
+			pos = c.Revision
+			return yield(c, err)
+		}
+		err := s.watch(ctx, pos, opts, track)
+		// A broken changefeed connection loses nothing: everything up to pos was
+		// yielded whole, so a new changefeed resumes after it.
+		for attempt := 1; attempt <= watchRetries && errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil; attempt++ {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
+			err = s.watch(ctx, pos, opts, track)
+		}
+		if err != nil {
 			yield(store.Change{}, err)
 		}
 	}
 }
+
+// watchRetries is how many times in a row a watch reopens a changefeed whose
+// connection failed before it reports the failure.
+const watchRetries = 3
 
 func (s *Store) watch(ctx context.Context, after store.Revision, opts store.WatchOptions, yield func(store.Change, error) bool) error {
 	head, err := s.HeadRevision(ctx)
@@ -51,7 +71,7 @@ func (s *Store) watch(ctx context.Context, after store.Revision, opts store.Watc
 		return sqlstore.Classify(ctx, "cockroachdb: starting a changefeed", err)
 	}
 	defer rows.Close()
-	buf := newFeedBuffer()
+	buf := newFeedBuffer(after)
 	lastYield := time.Now()
 	for rows.Next() {
 		var table *string
@@ -150,6 +170,10 @@ func (f feedRow) relationship() (rel.Relationship, error) {
 // feedBuffer holds changefeed rows by revision until a resolved timestamp releases them.
 type feedBuffer struct {
 	pending map[store.Revision]*pendingRevision
+	// floor is the highest revision already settled (the cursor, then each resolved
+	// timestamp). Changefeeds deliver at least once, so a row at or below it is a
+	// duplicate of one already released and is dropped.
+	floor store.Revision
 }
 
 type pendingRevision struct {
@@ -157,8 +181,8 @@ type pendingRevision struct {
 	updates map[rel.Key]store.RelationshipChange
 }
 
-func newFeedBuffer() *feedBuffer {
-	return &feedBuffer{pending: map[store.Revision]*pendingRevision{}}
+func newFeedBuffer(after store.Revision) *feedBuffer {
+	return &feedBuffer{pending: map[store.Revision]*pendingRevision{}, floor: after}
 }
 
 // add takes one changefeed row (table is nil for resolved messages). It returns the
@@ -174,6 +198,10 @@ func (b *feedBuffer) add(table *string, value []byte) ([]store.Change, store.Rev
 		if err != nil {
 			return nil, 0, err
 		}
+		if rev <= b.floor {
+			return nil, 0, nil
+		}
+		b.floor = rev
 		return b.release(rev), rev, nil
 	}
 	if table == nil || m.Updated == "" {
@@ -182,6 +210,9 @@ func (b *feedBuffer) add(table *string, value []byte) ([]store.Change, store.Rev
 	rev, err := revisionOf(m.Updated)
 	if err != nil {
 		return nil, 0, err
+	}
+	if rev <= b.floor {
+		return nil, 0, nil
 	}
 	p := b.pending[rev]
 	if p == nil {

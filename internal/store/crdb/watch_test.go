@@ -25,7 +25,7 @@ func mustRev(t *testing.T, hlc string) store.Revision {
 }
 
 func TestFeedBufferReleasesWholeRevisionsInOrder(t *testing.T) {
-	b := newFeedBuffer()
+	b := newFeedBuffer(0)
 	rows := []struct {
 		table *string
 		value string
@@ -80,9 +80,33 @@ func TestFeedBufferRejectsMalformedRows(t *testing.T) {
 		{&relTable, `{"after": {"resource_type": "doc", "caveat_name": "c", "caveat_context": [1]}, "updated": "1800000000000000001.0000000000"}`, "not a JSON object"},
 		{&relTable, `{"after": {"resource_type": "doc", "expiration": "soon"}, "updated": "1800000000000000001.0000000000"}`, "expiration"},
 	} {
-		_, _, err := newFeedBuffer().add(tc.table, []byte(tc.value))
+		_, _, err := newFeedBuffer(0).add(tc.table, []byte(tc.value))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error mentioning %q", tc.value, err, tc.want)
 		}
+	}
+}
+
+func TestFeedBufferDropsRedeliveredRows(t *testing.T) {
+	b := newFeedBuffer(mustRev(t, "1800000000000000001.0000000000"))
+	row := func(updated string) []byte {
+		return []byte(`{"after": {"resource_type": "doc", "resource_id": "1", "relation": "viewer", "subject_type": "user", "subject_id": "a", "subject_relation": ""}, "before": null, "updated": "` + updated + `"}`)
+	}
+	for _, v := range [][]byte{row("1800000000000000001.0000000000"), row("1800000000000000002.0000000000")} {
+		if _, _, err := b.add(&relTable, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready, _, err := b.add(nil, []byte(`{"resolved": "1800000000000000005.0000000000"}`))
+	if err != nil || len(ready) != 1 || ready[0].Revision != mustRev(t, "1800000000000000002.0000000000") {
+		t.Fatalf("released %+v, %v; want only the revision after the cursor", ready, err)
+	}
+	// A redelivery of the released revision and a stale resolved timestamp change nothing.
+	if _, _, err := b.add(&relTable, row("1800000000000000002.0000000000")); err != nil {
+		t.Fatal(err)
+	}
+	ready, resolved, err := b.add(nil, []byte(`{"resolved": "1800000000000000004.0000000000"}`))
+	if err != nil || len(ready) != 0 || resolved != 0 || len(b.pending) != 0 {
+		t.Errorf("redelivery released %+v at %d (%v), %d pending", ready, resolved, err, len(b.pending))
 	}
 }
