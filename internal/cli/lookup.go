@@ -127,6 +127,7 @@ page is read at the revision of the first.`,
 
 func newLookupSubjectsCommand(env Env) *cobra.Command {
 	var f queryFlags
+	var limit uint32
 	cmd := &cobra.Command{
 		Use:   "lookup-subjects RESOURCE PERMISSION SUBJECT_TYPE[#RELATION]",
 		Short: "List the subjects of a type that have a permission on a resource",
@@ -136,7 +137,9 @@ func newLookupSubjectsCommand(env Env) *cobra.Command {
   latch lookup-subjects document:readme view group#member
 
 A wildcard is printed as "* (except a, b)" when some subjects are excluded from it;
-conditional subjects as "ID (caveated, missing: a, b)".`,
+conditional subjects as "ID (caveated, missing: a, b)". --limit pages through the
+concrete subjects (the wildcard comes with the last page); every page is read at the
+revision of the first.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource, err := rel.ParseObject(args[0])
@@ -152,34 +155,55 @@ conditional subjects as "ID (caveated, missing: a, b)".`,
 				return err
 			}
 			defer c.Close()
-			stream, err := c.LookupSubjects(cmd.Context(), &v1.LookupSubjectsRequest{Consistency: cons, Resource: objectToV1(resource),
-				Permission: args[1], SubjectObjectType: subjectType, OptionalSubjectRelation: subjectRel, Context: ctx})
-			if err != nil {
-				return c.fail("looking up subjects", err)
-			}
+			req := &v1.LookupSubjectsRequest{Consistency: cons, Resource: objectToV1(resource), Permission: args[1],
+				SubjectObjectType: subjectType, OptionalSubjectRelation: subjectRel, Context: ctx, OptionalConcreteLimit: limit}
 			for {
-				resp, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
+				concrete, err := lookupSubjectsPage(cmd, c, req, env.Out)
 				if err != nil {
 					return c.fail("looking up subjects", err)
 				}
-				s := resp.GetSubject()
-				line := describeLookup(s.GetSubjectObjectId(), s.GetPermissionship(), s.GetPartialCaveatInfo())
-				var except []string
-				for _, ex := range resp.GetExcludedSubjects() {
-					except = append(except, describeLookup(ex.GetSubjectObjectId(), ex.GetPermissionship(), ex.GetPartialCaveatInfo()))
+				if limit == 0 || concrete < limit {
+					return nil
 				}
-				if len(except) > 0 {
-					line += " (except " + strings.Join(except, ", ") + ")"
-				}
-				fmt.Fprintln(env.Out, line)
 			}
 		},
 	}
 	addQueryFlags(cmd, &f)
+	cmd.Flags().Uint32Var(&limit, "limit", 0, "concrete subjects per page (0: one page with everything)")
 	return cmd
+}
+
+// lookupSubjectsPage prints one page of subjects, leaves req's cursor after it, and
+// returns how many concrete (non-wildcard) subjects it held.
+func lookupSubjectsPage(cmd *cobra.Command, c *client, req *v1.LookupSubjectsRequest, out io.Writer) (uint32, error) {
+	stream, err := c.LookupSubjects(cmd.Context(), req)
+	if err != nil {
+		return 0, err
+	}
+	concrete := uint32(0)
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return concrete, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		s := resp.GetSubject()
+		if s.GetSubjectObjectId() != rel.Wildcard {
+			concrete++
+		}
+		line := describeLookup(s.GetSubjectObjectId(), s.GetPermissionship(), s.GetPartialCaveatInfo())
+		var except []string
+		for _, ex := range resp.GetExcludedSubjects() {
+			except = append(except, describeLookup(ex.GetSubjectObjectId(), ex.GetPermissionship(), ex.GetPartialCaveatInfo()))
+		}
+		if len(except) > 0 {
+			line += " (except " + strings.Join(except, ", ") + ")"
+		}
+		fmt.Fprintln(out, line)
+		req.OptionalCursor = resp.GetAfterResultCursor()
+	}
 }
 
 func newExpandCommand(env Env) *cobra.Command {

@@ -31,8 +31,21 @@ type ExpandNode struct {
 	Subjects []rel.SubjectRef // ExpandLeaf only
 }
 
+// ExpandOption adjusts the shape of an expansion tree.
+type ExpandOption func(*expander)
+
+// ExpandPermissionNodes gives every permission its own operator node, named for the
+// permission, even when its rewrite is a single operand (`permission view = viewer`
+// becomes a union of one child), and an empty leaf for an arrow whose target the
+// object's type lacks. That is SpiceDB's shape, whose schema compiler always wraps a
+// rewrite in a set operation; without the option a single operand stands in for the
+// permission, as Permify returns it.
+func ExpandPermissionNodes() ExpandOption {
+	return func(x *expander) { x.permissionNodes = true }
+}
+
 // Expand returns the expansion tree of relation on obj.
-func (e *Engine) Expand(ctx context.Context, s *ir.Schema, r store.Reader, obj rel.ObjectRef, relation string) (*ExpandNode, error) {
+func (e *Engine) Expand(ctx context.Context, s *ir.Schema, r store.Reader, obj rel.ObjectRef, relation string, opts ...ExpandOption) (*ExpandNode, error) {
 	def := s.Definition(obj.Type)
 	if def == nil {
 		return nil, &UnknownDefinitionError{Name: obj.Type}
@@ -42,12 +55,16 @@ func (e *Engine) Expand(ctx context.Context, s *ir.Schema, r store.Reader, obj r
 		return nil, &UnknownRelationError{Definition: def.Name, Name: relation}
 	}
 	x := &expander{s: s, r: r}
+	for _, o := range opts {
+		o(x)
+	}
 	return x.relation(ctx, rl, obj.ID, e.maxDepth)
 }
 
 type expander struct {
-	s *ir.Schema
-	r store.Reader
+	s               *ir.Schema
+	r               store.Reader
+	permissionNodes bool // see ExpandPermissionNodes
 }
 
 func (x *expander) relation(ctx context.Context, rl *ir.Relation, id string, depth int) (*ExpandNode, error) {
@@ -59,7 +76,11 @@ func (x *expander) relation(ctx context.Context, rl *ir.Relation, id string, dep
 	}
 	obj := rel.ObjectRef{Type: rl.Def.Name, ID: id}
 	if rl.IsPermission() {
-		return x.expr(ctx, obj, rl, rl.Rewrite, depth)
+		n, err := x.expr(ctx, obj, rl, rl.Rewrite, depth)
+		if err != nil || !x.permissionNodes || isSetOp(rl.Rewrite.Kind) {
+			return n, err
+		}
+		return &ExpandNode{Object: obj, Relation: rl.Name, Op: ExpandUnion, Children: []*ExpandNode{n}}, nil
 	}
 	leaf := &ExpandNode{Object: obj, Relation: rl.Name, Op: ExpandLeaf}
 	f := store.Filter{ResourceType: obj.Type, ResourceIDs: []string{id}, Relation: rl.Name}
@@ -111,6 +132,9 @@ func (x *expander) arrow(ctx context.Context, obj rel.ObjectRef, rl *ir.Relation
 	for _, s := range subjects {
 		target := x.s.Definition(s.Type).Relation(e.Target)
 		if target == nil {
+			if x.permissionNodes {
+				node.Children = append(node.Children, &ExpandNode{Object: obj, Relation: rl.Name, Op: ExpandLeaf})
+			}
 			continue
 		}
 		child, err := x.relation(ctx, target, s.ID, depth-1)
@@ -120,4 +144,8 @@ func (x *expander) arrow(ctx context.Context, obj rel.ObjectRef, rl *ir.Relation
 		node.Children = append(node.Children, child)
 	}
 	return node, nil
+}
+
+func isSetOp(k ir.ExprKind) bool {
+	return k == ir.Union || k == ir.Intersection || k == ir.Exclusion
 }

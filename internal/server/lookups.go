@@ -18,6 +18,19 @@ import (
 // results already returned: the next page re-runs the lookup at that revision and skips
 // them. That costs the skipped work again but never duplicates or loses a result.
 
+// maxLookupLimit is the largest page a lookup accepts, SpiceDB's default for
+// LookupResources; LookupSubjects' concrete limit, which SpiceDB does not implement,
+// gets the same bound.
+const maxLookupLimit = 1000
+
+// checkLookupLimit refuses a page larger than maxLookupLimit.
+func checkLookupLimit(limit uint32) error {
+	if limit > maxLookupLimit {
+		return &limitTooLargeError{int(limit), maxLookupLimit}
+	}
+	return nil
+}
+
 // errPageFull stops an engine lookup once a page is complete.
 var errPageFull = errors.New("page full")
 
@@ -67,6 +80,9 @@ func lookupPermissionship(m engine.Membership) v1.LookupPermissionship {
 // LookupResources streams every resource of a type on which the subject has the
 // permission, walking the graph backwards from the subject.
 func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, stream v1.PermissionsService_LookupResourcesServer) error {
+	if err := checkLookupLimit(req.GetOptionalLimit()); err != nil {
+		return p.s.status(err)
+	}
 	ctx := stream.Context()
 	query := lookupQuery(req)
 	r, skip, err := p.s.lookupStart(ctx, req.GetConsistency(), req.GetOptionalCursor(), query)
@@ -114,6 +130,9 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 // page the concrete subjects; the wildcard, which does not count against the limit,
 // comes with the page that ends the concrete subjects.
 func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
+	if err := checkLookupLimit(req.GetOptionalConcreteLimit()); err != nil {
+		return p.s.status(err)
+	}
 	ctx := stream.Context()
 	query := lookupQuery(req)
 	r, skip, err := p.s.lookupStart(ctx, req.GetConsistency(), req.GetOptionalCursor(), query)
@@ -179,47 +198,4 @@ func resolvedSubject(f engine.FoundSubject) *v1.ResolvedSubject {
 		Permissionship:    lookupPermissionship(f.Result.Membership),
 		PartialCaveatInfo: partialCaveatInfo(f.Result),
 	}
-}
-
-// ExpandPermissionTree returns the permission's expansion one level deep, as SpiceDB
-// does: operators become intermediate nodes, relations become leaves of the subjects
-// written on them, and subject sets in leaves are not expanded further.
-func (p *permissionsService) ExpandPermissionTree(ctx context.Context, req *v1.ExpandPermissionTreeRequest) (*v1.ExpandPermissionTreeResponse, error) {
-	r, err := p.s.readerFor(ctx, req.GetConsistency())
-	if err != nil {
-		return nil, p.s.status(err)
-	}
-	sch, err := p.s.schemas.at(ctx, r)
-	if err != nil {
-		return nil, p.s.status(err)
-	}
-	root, err := p.s.engine.Expand(ctx, sch, r, objectFromV1(req.GetResource()), req.GetPermission())
-	if err != nil {
-		return nil, p.s.status(err)
-	}
-	return &v1.ExpandPermissionTreeResponse{ExpandedAt: tokenFor(r.Revision()), TreeRoot: expandTreeToV1(root)}, nil
-}
-
-var expandOps = map[engine.ExpandOp]v1.AlgebraicSubjectSet_Operation{
-	engine.ExpandUnion:        v1.AlgebraicSubjectSet_OPERATION_UNION,
-	engine.ExpandIntersection: v1.AlgebraicSubjectSet_OPERATION_INTERSECTION,
-	engine.ExpandExclusion:    v1.AlgebraicSubjectSet_OPERATION_EXCLUSION,
-}
-
-func expandTreeToV1(n *engine.ExpandNode) *v1.PermissionRelationshipTree {
-	out := &v1.PermissionRelationshipTree{ExpandedObject: objectToV1(n.Object), ExpandedRelation: n.Relation}
-	if n.Op == engine.ExpandLeaf {
-		leaf := &v1.DirectSubjectSet{}
-		for _, s := range n.Subjects {
-			leaf.Subjects = append(leaf.Subjects, subjectToV1(s))
-		}
-		out.TreeType = &v1.PermissionRelationshipTree_Leaf{Leaf: leaf}
-		return out
-	}
-	set := &v1.AlgebraicSubjectSet{Operation: expandOps[n.Op]}
-	for _, c := range n.Children {
-		set.Children = append(set.Children, expandTreeToV1(c))
-	}
-	out.TreeType = &v1.PermissionRelationshipTree_Intermediate{Intermediate: set}
-	return out
 }

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -217,33 +220,152 @@ func TestLookupCursorKeepsItsRevision(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 }
 
-func TestExpandPermissionTree(t *testing.T) {
-	ts := start(t, nil)
-	ts.writeSchema(t, "definition user {}\ndefinition group {\n\trelation member: user\n}\ndefinition doc {\n\trelation viewer: user | group#member\n\trelation banned: user\n\tpermission view = viewer - banned\n}")
-	ts.write(t, relationship("doc", "d", "viewer", "user", "ann", ""), relationship("doc", "d", "viewer", "group", "eng", "member"),
-		relationship("doc", "d", "banned", "user", "bob", ""))
-	resp, err := ts.perms.ExpandPermissionTree(ctxT(t), &v1.ExpandPermissionTreeRequest{Consistency: fullyConsistent(), Resource: obj("doc", "d"), Permission: "view"})
+// firstErr returns the error a server stream fails with before its first message.
+func firstErr[T any](stream interface{ Recv() (T, error) }, err error) error {
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	root := resp.TreeRoot
-	inter := root.GetIntermediate()
-	if inter == nil || inter.Operation != v1.AlgebraicSubjectSet_OPERATION_EXCLUSION || len(inter.Children) != 2 ||
-		root.ExpandedObject.ObjectId != "d" || root.ExpandedRelation != "view" {
-		t.Fatalf("root %v", root)
+	_, err = stream.Recv()
+	return err
+}
+
+func TestLookupSubjectsPagingWithWildcard(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, "definition user {}\ndefinition doc {\n\trelation viewer: user | user:*\n\trelation banned: user\n\tpermission view = viewer - banned\n}")
+	ts.write(t, relationship("doc", "d", "viewer", "user", "c", ""), relationship("doc", "d", "viewer", "user", "a", ""),
+		relationship("doc", "d", "viewer", "user", "b", ""), relationship("doc", "d", "viewer", "user", "*", ""),
+		relationship("doc", "d", "banned", "user", "x", ""))
+	req := &v1.LookupSubjectsRequest{Consistency: fullyConsistent(), Resource: obj("doc", "d"), Permission: "view", SubjectObjectType: "user"}
+	want := lookupResults{"a has", "b has", "c has", "* has - x"}
+	if got := ts.lookupSubjectsPaged(t, req); !slices.Equal(got, want) {
+		t.Errorf("LookupSubjects = %v, want %v", got, want)
 	}
-	viewers := inter.Children[0].GetLeaf()
-	if viewers == nil || len(viewers.Subjects) != 2 || inter.Children[0].ExpandedRelation != "viewer" {
-		t.Fatalf("viewer leaf %v", inter.Children[0])
+
+	// Pages of one: the wildcard, outside the limit, comes with the last concrete subject.
+	page := proto.Clone(req).(*v1.LookupSubjectsRequest)
+	page.OptionalConcreteLimit = 1
+	var pages []lookupResults
+	for range 10 {
+		got, concrete, last := ts.lookupSubjectsPage(t, page)
+		pages = append(pages, got)
+		if concrete < 1 {
+			break
+		}
+		page.OptionalCursor = last
 	}
-	var got []string
-	for _, s := range viewers.Subjects {
-		got = append(got, s.Object.ObjectType+":"+s.Object.ObjectId+"#"+s.OptionalRelation)
+	wantPages := []lookupResults{{"a has"}, {"b has"}, {"c has", "* has - x"}, nil}
+	if !slices.EqualFunc(pages, wantPages, slices.Equal) {
+		t.Errorf("pages of one: %v, want %v", pages, wantPages)
 	}
-	slices.Sort(got)
-	if want := []string{"group:eng#member", "user:ann#"}; !slices.Equal(got, want) {
-		t.Errorf("viewer subjects %v, want %v", got, want)
+
+	noWild := proto.Clone(req).(*v1.LookupSubjectsRequest)
+	noWild.WildcardOption = v1.LookupSubjectsRequest_WILDCARD_OPTION_EXCLUDE_WILDCARDS
+	if got, _, _ := ts.lookupSubjectsPage(t, noWild); !slices.Equal(got, want[:3]) {
+		t.Errorf("EXCLUDE_WILDCARDS: %v, want %v", got, want[:3])
 	}
-	_, err = ts.perms.ExpandPermissionTree(ctxT(t), &v1.ExpandPermissionTreeRequest{Consistency: fullyConsistent(), Resource: obj("doc", "d"), Permission: "nope"})
-	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION)
+}
+
+func TestLookupSubjectsCursorKeepsItsRevision(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, "definition user {}\ndefinition doc {\n\trelation viewer: user\n\tpermission view = viewer\n}")
+	ts.write(t, relationship("doc", "d", "viewer", "user", "b", ""), relationship("doc", "d", "viewer", "user", "c", ""))
+	req := &v1.LookupSubjectsRequest{Consistency: fullyConsistent(), Resource: obj("doc", "d"), Permission: "view",
+		SubjectObjectType: "user", OptionalConcreteLimit: 1}
+	first, _, cursor := ts.lookupSubjectsPage(t, req)
+	ts.write(t, relationship("doc", "d", "viewer", "user", "a", ""))
+	req.OptionalCursor = cursor
+	rest, _, _ := ts.lookupSubjectsPage(t, req)
+	if got := append(first, rest...); !slices.Equal(got, lookupResults{"b has", "c has"}) {
+		t.Errorf("pages across a write: %v, want [b c] (the cursor's revision)", got)
+	}
+
+	other := proto.Clone(req).(*v1.LookupSubjectsRequest)
+	other.Resource = obj("doc", "e")
+	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+	other.Resource, other.OptionalCursor = obj("doc", "d"), &v1.Cursor{Token: "AQ"}
+	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+
+	// A LookupResources cursor does not resume a LookupSubjects call.
+	lr := &v1.LookupResourcesRequest{Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
+		Subject: sub("user", "b", ""), OptionalLimit: 1}
+	_, lrCursor := ts.lookupResourcesPage(t, lr)
+	other.OptionalCursor = lrCursor
+	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+}
+
+func TestLookupRequestValidation(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, "definition user {}\ndefinition doc {\n\trelation viewer: user\n\tpermission view = viewer\n}")
+	lr := func(typ, perm string, s *v1.SubjectReference, limit uint32) error {
+		return firstErr(ts.perms.LookupResources(ctxT(t), &v1.LookupResourcesRequest{Consistency: fullyConsistent(),
+			ResourceObjectType: typ, Permission: perm, Subject: s, OptionalLimit: limit}))
+	}
+	ls := func(typ, perm, subjType, subjRel string, limit uint32) error {
+		return firstErr(ts.perms.LookupSubjects(ctxT(t), &v1.LookupSubjectsRequest{Consistency: fullyConsistent(),
+			Resource: obj(typ, "d"), Permission: perm, SubjectObjectType: subjType, OptionalSubjectRelation: subjRel, OptionalConcreteLimit: limit}))
+	}
+	ann := sub("user", "ann", "")
+	pre, inv := codes.FailedPrecondition, codes.InvalidArgument
+	for _, c := range []struct {
+		name   string
+		err    error
+		code   codes.Code
+		reason v1.ErrorReason
+	}{
+		{"LR unknown type", lr("page", "view", ann, 0), pre, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
+		{"LR unknown permission", lr("doc", "edit", ann, 0), pre, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
+		{"LR unknown subject type", lr("doc", "view", sub("team", "x", ""), 0), pre, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
+		{"LR wildcard subject", lr("doc", "view", sub("user", "*", ""), 0), inv, v1.ErrorReason_ERROR_REASON_WILDCARD_NOT_ALLOWED},
+		{"LR limit too large", lr("doc", "view", ann, maxLookupLimit+1), inv, v1.ErrorReason_ERROR_REASON_EXCEEDS_MAXIMUM_ALLOWABLE_LIMIT},
+		{"LS unknown type", ls("page", "view", "user", "", 0), pre, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
+		{"LS unknown permission", ls("doc", "edit", "user", "", 0), pre, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
+		{"LS unknown subject relation", ls("doc", "view", "user", "member", 0), pre, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
+		{"LS limit too large", ls("doc", "view", "user", "", maxLookupLimit+1), inv, v1.ErrorReason_ERROR_REASON_EXCEEDS_MAXIMUM_ALLOWABLE_LIMIT},
+	} {
+		t.Run(c.name, func(t *testing.T) { wantCode(t, c.err, c.code, c.reason) })
+	}
+	if err := lr("doc", "view", ann, maxLookupLimit); !errors.Is(err, io.EOF) {
+		t.Errorf("LookupResources at the maximum limit: %v, want an empty stream", err)
+	}
+}
+
+// TestLookupsOverGateway reads lookups and expand through the HTTP/JSON paths SpiceDB
+// clients use: streams arrive as one {"result": ...} object per line.
+func TestLookupsOverGateway(t *testing.T) {
+	ts := start(t, nil)
+	defer http.DefaultClient.CloseIdleConnections()
+	ts.writeSchema(t, "definition user {}\ndefinition doc {\n\trelation viewer: user\n\tpermission view = viewer\n}")
+	ts.write(t, relationship("doc", "d1", "viewer", "user", "ann", ""), relationship("doc", "d2", "viewer", "user", "ann", ""))
+	lines := func(path, body string) []map[string]any {
+		code, raw := ts.postRaw(t, path, testKey, body)
+		if code != http.StatusOK {
+			t.Fatalf("POST %s: status %d: %s", path, code, raw)
+		}
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("POST %s: line %q: %v", path, line, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	var ids []string
+	for _, m := range lines("/v1/permissions/resources", `{"consistency":{"fullyConsistent":true},"resourceObjectType":"doc","permission":"view","subject":{"object":{"objectType":"user","objectId":"ann"}}}`) {
+		res, _ := m["result"].(map[string]any)
+		ids = append(ids, fmt.Sprint(res["resourceObjectId"], " ", res["permissionship"]))
+	}
+	if want := []string{"d1 LOOKUP_PERMISSIONSHIP_HAS_PERMISSION", "d2 LOOKUP_PERMISSIONSHIP_HAS_PERMISSION"}; !slices.Equal(ids, want) {
+		t.Errorf("/v1/permissions/resources: %v, want %v", ids, want)
+	}
+	subjects := lines("/v1/permissions/subjects", `{"consistency":{"fullyConsistent":true},"resource":{"objectType":"doc","objectId":"d1"},"permission":"view","subjectObjectType":"user"}`)
+	if len(subjects) != 1 || fmt.Sprint(subjects[0]["result"].(map[string]any)["subject"].(map[string]any)["subjectObjectId"]) != "ann" {
+		t.Errorf("/v1/permissions/subjects: %v", subjects)
+	}
+	code, body := ts.post(t, "/v1/permissions/expand", testKey, `{"consistency":{"fullyConsistent":true},"resource":{"objectType":"doc","objectId":"d1"},"permission":"view"}`)
+	root, _ := body["treeRoot"].(map[string]any)
+	if code != http.StatusOK || root["expandedRelation"] != "view" || root["intermediate"] == nil {
+		t.Errorf("/v1/permissions/expand: %d %v", code, body)
+	}
 }
