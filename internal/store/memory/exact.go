@@ -2,16 +2,24 @@ package memory
 
 import "math/bits"
 
-// exactIndex maps each relationship key to its newest version. It is keyed by a 64-bit
-// hash of the key: a Go map slot of 12 bytes instead of 28, which at a million keys
-// saves about 30 bytes per relationship. Records carry their key, so every hit is
-// verified; the rare key whose hash collides with another key's lives in a small
-// overflow map.
+// exactIndex maps each relationship key to its newest version. Records carry their
+// key, so the index needs to hold only record indexes: an open-addressing table of
+// uint32 slots with linear probing, kept at most half full, costs 4 to 8 bytes per
+// key where a Go map from a 64-bit key hash cost about 20. Every probe is verified
+// against the record's key, so hash collisions cost time, never correctness.
 type exactIndex struct {
-	byHash   map[uint64]uint32
-	overflow map[exactKey]uint32
+	slots    []uint32              // record index; emptySlot or deadSlot otherwise; length a power of 2
+	used     int                   // slots holding a record index
+	dead     int                   // slots holding deadSlot
 	weakHash func(exactKey) uint64 // tests set this to force collisions; nil: hash
 }
+
+const (
+	emptySlot = 0 // record 0 is never used, so 0 can mark a never-filled slot
+	// deadSlot marks a slot whose key was deleted: probes continue past it. Record
+	// indexes never reach it (that would take 4 billion records).
+	deadSlot = ^uint32(0)
+)
 
 func (x *exactIndex) hash(k exactKey) uint64 {
 	if x.weakHash != nil {
@@ -20,7 +28,7 @@ func (x *exactIndex) hash(k exactKey) uint64 {
 	return k.hash()
 }
 
-func newExactIndex() exactIndex { return exactIndex{byHash: map[uint64]uint32{}} }
+func newExactIndex() exactIndex { return exactIndex{} }
 
 // hash mixes the six symbols of a key.
 func (k exactKey) hash() uint64 {
@@ -33,42 +41,94 @@ func (k exactKey) hash() uint64 {
 	return h ^ h>>33
 }
 
+// find returns the slot holding k, or -1.
+func (x *exactIndex) find(recs *recordPages, k exactKey) int {
+	if len(x.slots) == 0 {
+		return -1
+	}
+	mask := len(x.slots) - 1
+	for i := int(x.hash(k)) & mask; ; i = (i + 1) & mask {
+		switch v := x.slots[i]; v {
+		case emptySlot:
+			return -1
+		case deadSlot:
+		default:
+			if recs.at(v).exactKey() == k {
+				return i
+			}
+		}
+	}
+}
+
 // get returns the newest version of k, or 0.
 func (x *exactIndex) get(recs *recordPages, k exactKey) uint32 {
-	if idx, ok := x.byHash[x.hash(k)]; ok && recs.at(idx).exactKey() == k {
-		return idx
-	}
-	if x.overflow != nil {
-		return x.overflow[k]
+	if i := x.find(recs, k); i >= 0 {
+		return x.slots[i]
 	}
 	return 0
 }
 
-// set makes idx the newest version of k. The record at idx need not be written yet.
+// set makes idx the newest version of k. The record at idx need not be written yet;
+// every record the index already holds must be.
 func (x *exactIndex) set(recs *recordPages, k exactKey, idx uint32) {
-	if _, ok := x.overflow[k]; ok {
-		x.overflow[k] = idx
+	if i := x.find(recs, k); i >= 0 {
+		x.slots[i] = idx
 		return
 	}
-	h := x.hash(k)
-	if cur, ok := x.byHash[h]; ok && recs.at(cur).exactKey() != k {
-		if x.overflow == nil {
-			x.overflow = map[exactKey]uint32{}
+	if (x.used+x.dead+1)*2 > len(x.slots) {
+		x.resize(recs)
+	}
+	x.place(x.hash(k), idx)
+	x.used++
+}
+
+// place puts idx in the first free slot from h's home slot on, reusing a dead one.
+func (x *exactIndex) place(h uint64, idx uint32) {
+	mask := len(x.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch x.slots[i] {
+		case deadSlot:
+			x.dead--
+			fallthrough
+		case emptySlot:
+			x.slots[i] = idx
+			return
 		}
-		x.overflow[k] = idx
-		return
 	}
-	x.byHash[h] = idx
+}
+
+// resize rebuilds the table without dead slots, at most a third full after one more
+// key, so that many inserts pass before the table is half full again.
+func (x *exactIndex) resize(recs *recordPages) {
+	n := 16
+	for n < (x.used+1)*3 {
+		n *= 2
+	}
+	old := x.slots
+	x.slots, x.dead = make([]uint32, n), 0
+	for _, v := range old {
+		if v != emptySlot && v != deadSlot {
+			x.place(x.hash(recs.at(v).exactKey()), v)
+		}
+	}
 }
 
 // del forgets k.
 func (x *exactIndex) del(recs *recordPages, k exactKey) {
-	if _, ok := x.overflow[k]; ok {
-		delete(x.overflow, k)
-		return
+	if i := x.find(recs, k); i >= 0 {
+		x.slots[i] = deadSlot
+		x.used--
+		x.dead++
 	}
-	h := x.hash(k)
-	if cur, ok := x.byHash[h]; ok && recs.at(cur).exactKey() == k {
-		delete(x.byHash, h)
+}
+
+// heads returns every record index the table holds, for invariant checks.
+func (x *exactIndex) heads() []uint32 {
+	out := make([]uint32, 0, x.used)
+	for _, v := range x.slots {
+		if v != emptySlot && v != deadSlot {
+			out = append(out, v)
+		}
 	}
+	return out
 }

@@ -78,7 +78,7 @@ func (s *Store) victimsLocked(cutoff int64) []uint32 {
 		e := s.expiring.pop()
 		r := s.recs.at(e.rec)
 		// Skip entries whose record was deleted (its slot may even hold another record).
-		if r.created != 0 && r.deleted == liveRev && r.expires == e.at {
+		if r.created != 0 && r.deleted == liveRev && s.side.expires(r.side) == e.at {
 			r.created = 0
 			s.live--
 			victims = append(victims, e.rec)
@@ -99,21 +99,23 @@ func (s *Store) unlinkLocked(victims []uint32) {
 		ekeys[r.exactKey()] = struct{}{}
 	}
 	for k := range fkeys {
-		c := s.relink(s.fwd[k].head, func(r *record) *uint32 { return &r.fwdNext })
+		old, _ := s.fwd.get(&s.recs, k)
+		c := s.relink(old.head, func(r *record) *uint32 { return &r.fwdNext })
 		if c.n == 0 {
-			delete(s.fwd, k)
+			s.fwd.del(&s.recs, k)
 			if t := s.types[k.resType]; t != nil && !s.hasOtherChainLocked(t, k.resType, k.resID, k.relation) {
 				t.ids.remove(s.in, k.resID)
 			}
 		} else {
-			s.fwd[k] = c
+			s.fwd.set(&s.recs, k, c)
 		}
 	}
 	for k := range rkeys {
-		if c := s.relink(s.rev[k].head, func(r *record) *uint32 { return &r.revNext }); c.n == 0 {
-			delete(s.rev, k)
+		old, _ := s.rev.get(&s.recs, k)
+		if c := s.relink(old.head, func(r *record) *uint32 { return &r.revNext }); c.n == 0 {
+			s.rev.del(&s.recs, k)
 		} else {
-			s.rev[k] = c
+			s.rev.set(&s.recs, k, c)
 		}
 	}
 	for k := range ekeys {
@@ -169,7 +171,7 @@ func (s *Store) freeLocked(victims []uint32) {
 				unused = append(unused, x)
 			}
 		}
-		s.cav.release(r.caveat)
+		s.side.release(r.side)
 		*r = record{}
 		s.freeRecs = append(s.freeRecs, idx)
 	}

@@ -240,7 +240,8 @@ func TestRandomWithGC(t *testing.T) {
 	for seed := range uint64(4) {
 		s, c := newTestStore(t, 10*time.Minute)
 		if seed%2 == 1 {
-			// Most keys collide in the exact index: exercise its overflow map.
+			// Most keys collide in the exact index: exercise its probing past other keys and
+			// dead slots.
 			s.exact.weakHash = func(k exactKey) uint64 { return uint64(k.resID % 3) }
 			s.in.weakHash = func(s string) uint64 { return uint64(len(s) % 2) }
 		}

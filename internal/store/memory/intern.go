@@ -26,28 +26,31 @@ type strLoc struct {
 }
 
 // interner maps strings to symbols and back. Strings live in append-only byte chunks
-// and are looked up through a map keyed by their 64-bit hash, so the interner holds one
-// pointer per 64 KiB chunk instead of one per string. Symbols are reference counted by
+// and are looked up through an open-addressing table of symbols (verified against
+// their strings, so hash collisions cost time only), so the interner holds one
+// pointer per 64 KiB chunk instead of one per string, and 4 to 12 bytes of table per
+// string instead of a Go map entry. Symbols are reference counted by
 // the records that use them and reused once free.
 //
 // Mutating methods need the store's write lock; lookup and str need at least its read
 // lock. Strings returned by str stay valid forever: chunk bytes are never rewritten.
 type interner struct {
-	seed     maphash.Seed
-	weakHash func(string) uint64 // tests set this to force collisions; nil: maphash
-	byHash   map[uint64]sym
-	overflow map[string]sym // strings whose hash collides with another live string's
-	locs     []strLoc       // indexed by symbol
-	refs     []uint32       // indexed by symbol; 0 for a free symbol
-	free     []sym
-	chunks   [][]byte
-	live     int // bytes of strings in use
-	dead     int // bytes of freed strings still in chunks
-	minDead  int // dead bytes tolerated before compaction
+	seed      maphash.Seed
+	weakHash  func(string) uint64 // tests set this to force collisions; nil: maphash
+	table     []sym               // symbol; emptySlot or deadSlot otherwise; length a power of 2
+	used      int                 // table slots holding a symbol
+	deadSlots int                 // table slots holding deadSlot
+	locs      []strLoc            // indexed by symbol
+	refs      []uint32            // indexed by symbol; 0 for a free symbol
+	free      []sym
+	chunks    [][]byte
+	live      int // bytes of strings in use
+	dead      int // bytes of freed strings still in chunks
+	minDead   int // dead bytes tolerated before compaction
 }
 
 func newInterner() *interner {
-	in := &interner{seed: maphash.MakeSeed(), byHash: map[uint64]sym{}, minDead: compactMinDead}
+	in := &interner{seed: maphash.MakeSeed(), minDead: compactMinDead}
 	in.locs = append(in.locs, strLoc{})
 	in.refs = append(in.refs, 1)
 	return in
@@ -74,14 +77,63 @@ func (in *interner) lookup(s string) (sym, bool) {
 	if s == "" {
 		return 0, true
 	}
-	if id, ok := in.byHash[in.hash(s)]; ok && in.str(id) == s {
-		return id, true
-	}
-	if in.overflow != nil {
-		id, ok := in.overflow[s]
-		return id, ok
+	if i := in.find(s); i >= 0 {
+		return in.table[i], true
 	}
 	return 0, false
+}
+
+// find returns the table slot holding s, or -1.
+func (in *interner) find(s string) int {
+	if len(in.table) == 0 {
+		return -1
+	}
+	mask := len(in.table) - 1
+	for i := int(in.hash(s)) & mask; ; i = (i + 1) & mask {
+		switch id := in.table[i]; id {
+		case emptySlot:
+			return -1
+		case deadSlot:
+		default:
+			if in.str(id) == s {
+				return i
+			}
+		}
+	}
+}
+
+// insert adds symbol id, whose string is s and not yet in the table.
+func (in *interner) insert(s string, id sym) {
+	if (in.used+in.deadSlots+1)*2 > len(in.table) {
+		n := 16
+		for n < (in.used+1)*3 {
+			n *= 2
+		}
+		old := in.table
+		in.table, in.deadSlots = make([]sym, n), 0
+		for _, v := range old {
+			if v != emptySlot && v != deadSlot {
+				in.placeSym(in.str(v), v)
+			}
+		}
+	}
+	in.placeSym(s, id)
+	in.used++
+}
+
+// placeSym puts id in the first free slot from s's home slot on.
+func (in *interner) placeSym(s string, id sym) {
+	mask := len(in.table) - 1
+	for i := int(in.hash(s)) & mask; ; i = (i + 1) & mask {
+		switch in.table[i] {
+		case deadSlot:
+			in.deadSlots--
+			fallthrough
+		case emptySlot:
+			in.table[i] = id
+			return
+		}
+	}
 }
 
 // intern returns the symbol of s, adding s if needed, and takes a reference to it.
@@ -89,25 +141,13 @@ func (in *interner) intern(s string) sym {
 	if s == "" {
 		return 0
 	}
-	h := in.hash(s)
-	id, ok := in.byHash[h]
-	if ok && in.str(id) == s {
+	if i := in.find(s); i >= 0 {
+		id := in.table[i]
 		in.refs[id]++
 		return id
 	}
-	if id, found := in.overflow[s]; found {
-		in.refs[id]++
-		return id
-	}
-	id = in.add(s)
-	if ok {
-		if in.overflow == nil {
-			in.overflow = map[string]sym{}
-		}
-		in.overflow[string([]byte(s))] = id
-	} else {
-		in.byHash[h] = id
-	}
+	id := in.add(s)
+	in.insert(in.str(id), id)
 	return id
 }
 
@@ -161,11 +201,10 @@ func (in *interner) reclaim(syms []sym) {
 			continue // referenced again since it was released, or listed twice
 		}
 		s := in.str(id)
-		h := in.hash(s)
-		if cur, ok := in.byHash[h]; ok && cur == id {
-			delete(in.byHash, h)
-		} else {
-			delete(in.overflow, s)
+		if i := in.find(s); i >= 0 && in.table[i] == id {
+			in.table[i] = deadSlot
+			in.used--
+			in.deadSlots++
 		}
 		in.live -= len(s)
 		in.dead += len(s)

@@ -48,6 +48,9 @@ func TestInternerRandom(t *testing.T) {
 			if step%25 != 0 {
 				continue
 			}
+			if in.used != in.count()-1 { // every symbol but the empty string, none twice
+				t.Fatalf("seed %d step %d: lookup table holds %d symbols, %d are in use", seed, step, in.used, in.count()-1)
+			}
 			for s, n := range refs {
 				if n == 0 {
 					continue

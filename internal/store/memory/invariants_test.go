@@ -2,7 +2,6 @@ package memory
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -34,7 +33,10 @@ func (s *Store) invariantsLocked() error {
 	if err := s.checkFwdLocked(seenFwd); err != nil {
 		return err
 	}
-	for k, c := range s.rev {
+	if f, r := len(s.fwd.all(&s.recs)), len(s.rev.all(&s.recs)); f != s.fwd.used || r != s.rev.used {
+		return fmt.Errorf("chain indexes hold %d forward and %d reverse keys, say %d and %d", f, r, s.fwd.used, s.rev.used)
+	}
+	for k, c := range s.rev.all(&s.recs) {
 		n := uint32(0)
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
 			if !inUse(idx) || s.recs.at(idx).revKey() != k {
@@ -47,8 +49,10 @@ func (s *Store) invariantsLocked() error {
 			return fmt.Errorf("reverse chain %v has %d records, says %d", k, n, c.n)
 		}
 	}
-	heads := slices.Collect(maps.Values(s.exact.byHash))
-	heads = append(heads, slices.Collect(maps.Values(s.exact.overflow))...)
+	heads := s.exact.heads()
+	if len(heads) != s.exact.used {
+		return fmt.Errorf("exact index holds %d keys, says %d", len(heads), s.exact.used)
+	}
 	for _, head := range heads {
 		k := s.recs.at(head).exactKey()
 		if s.exact.get(&s.recs, k) != head {
@@ -96,7 +100,7 @@ func (s *Store) invariantsLocked() error {
 
 // checkFwdLocked checks the forward chains and counts each record's appearances.
 func (s *Store) checkFwdLocked(seen map[uint32]int) error {
-	for k, c := range s.fwd {
+	for k, c := range s.fwd.all(&s.recs) {
 		n := uint32(0)
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).fwdNext {
 			if s.recs.at(idx).fwdKey() != k || s.recs.at(idx).created == 0 {

@@ -55,11 +55,11 @@ type Store struct {
 	in       *interner
 	recs     recordPages
 	freeRecs []uint32
-	fwd      map[fwdKey]chain
-	rev      map[revKey]chain
+	fwd      chainIndex[fwdKey]
+	rev      chainIndex[revKey]
 	exact    exactIndex
 	types    map[sym]*typeInfo
-	cav      caveatTable
+	side     sideTable
 	ended    []uint32 // records in the order they were ended, so in order of deleted
 	expiring expiryHeap
 	live     int // records not ended
@@ -96,8 +96,8 @@ func New(opts Options) *Store {
 	s := &Store{
 		opts:    opts,
 		in:      newInterner(),
-		fwd:     map[fwdKey]chain{},
-		rev:     map[revKey]chain{},
+		fwd:     newChainIndex((*record).fwdKey, fwdKey.hash),
+		rev:     newChainIndex((*record).revKey, revKey.hash),
 		exact:   newExactIndex(),
 		types:   map[sym]*typeInfo{},
 		head:    firstRevision,

@@ -143,7 +143,7 @@ func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []
 			q.after = nil
 		}
 	}
-	ch, ok := s.fwd[k]
+	ch, ok := s.fwd.get(&s.recs, k)
 	if !ok {
 		return scratch
 	}
@@ -222,7 +222,8 @@ const reverseBatch = 4096
 func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 	s := q.s
 	for visited := 0; p.ki < len(p.keys) && visited < reverseBatch; p.ki++ {
-		for idx := s.rev[p.keys[p.ki]].head; idx != 0; idx = s.recs.at(idx).revNext {
+		c, _ := s.rev.get(&s.recs, p.keys[p.ki])
+		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
 			visited++
 			if !q.matchLocked(idx, true) {
 				continue

@@ -296,7 +296,7 @@ func (q *query) reverseKeysLocked() ([]revKey, int) {
 		for _, r := range q.relationsLocked(t) {
 			for _, sid := range q.sidsByStr {
 				k := revKey{q.st, sid, t, r}
-				if c, ok := q.s.rev[k]; ok {
+				if c, ok := q.s.rev.get(&q.s.recs, k); ok {
 					keys = append(keys, k)
 					cost += int(c.n)
 				}
@@ -325,7 +325,7 @@ func (q *query) forwardCostLocked(limit int) int {
 	for _, t := range q.types {
 		for _, r := range q.relationsLocked(t) {
 			for _, id := range q.ridsByStr {
-				cost += 1 + min(exactCost, int(q.s.fwd[fwdKey{t, id, r}].n))
+				cost += 1 + min(exactCost, int(q.s.fwdLen(fwdKey{t, id, r})))
 				if cost > limit {
 					return cost
 				}
@@ -339,7 +339,7 @@ func (q *query) forwardCostLocked(limit int) int {
 // included unless the caller's index already guarantees them.
 func (q *query) matchLocked(idx uint32, checkResource bool) bool {
 	r := q.s.recs.at(idx)
-	if !r.visibleAt(q.rev) || (!q.f.IncludeExpired && r.expiredAt(q.now)) {
+	if !r.visibleAt(q.rev) || (!q.f.IncludeExpired && q.s.expiredAtLocked(r, q.now)) {
 		return false
 	}
 	if checkResource {

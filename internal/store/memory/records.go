@@ -13,19 +13,18 @@ import (
 const liveRev = math.MaxUint64
 
 // record is one version of one relationship. Records hold no pointers: strings are
-// symbols, the caveat is an index into a side table and the index links are record
+// symbols, the caveat and expiration are an index into a side table and the index links are record
 // indexes, so a million records cost the garbage collector nothing to scan. Record 0 is
 // never used, which lets 0 end every list.
 type record struct {
 	resType, resID, relation  sym
 	subjType, subjID, subjRel sym
 
-	caveat  uint32 // index into the caveat table; 0: not caveated
+	side    uint32 // index into the side table (caveat, expiration); 0: neither
 	fwdNext uint32 // next record of the same forward chain
 	revNext uint32 // next record of the same reverse chain
 	older   uint32 // the previous version of the same relationship key
 
-	expires int64  // unix nanoseconds; 0: never expires
 	created uint64 // revision that wrote this version
 	deleted uint64 // revision that ended it; liveRev while it is current
 }
@@ -35,9 +34,9 @@ func (r *record) visibleAt(rev uint64) bool {
 	return r.created <= rev && rev < r.deleted
 }
 
-// expiredAt reports whether the record's expiration is at or before now (unix ns).
-func (r *record) expiredAt(now int64) bool {
-	return r.expires != 0 && r.expires <= now
+// expiredAtLocked reports whether record r's expiration is at or before now (unix ns).
+func (s *Store) expiredAtLocked(r *record, now int64) bool {
+	return r.side != 0 && s.side.expiredAt(r.side, now)
 }
 
 const (
@@ -183,12 +182,12 @@ func (s *Store) materializeLocked(r *record) rel.Relationship {
 			Relation: in.str(r.subjRel),
 		},
 	}
-	if r.caveat != 0 {
-		out.Caveat = s.cav.get(r.caveat)
-	}
-	if r.expires != 0 {
-		t := time.Unix(0, r.expires).UTC()
-		out.Expiration = &t
+	if r.side != 0 {
+		out.Caveat = s.side.caveat(r.side)
+		if x := s.side.expires(r.side); x != 0 {
+			t := time.Unix(0, x).UTC()
+			out.Expiration = &t
+		}
 	}
 	return out
 }
@@ -248,29 +247,28 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) {
 		resType: in.intern(x.Resource.Type), resID: in.intern(x.Resource.ID), relation: in.intern(x.Relation),
 		subjType: in.intern(x.Subject.Object.Type), subjID: in.intern(x.Subject.Object.ID),
 		subjRel: in.intern(x.Subject.Relation),
-		expires: encodeExpiration(x.Expiration), created: rev, deleted: liveRev,
+		created: rev, deleted: liveRev,
 	}
-	if x.Caveat != nil {
-		r.caveat = s.cav.add(x.Caveat)
-	}
+	expires := encodeExpiration(x.Expiration)
+	r.side = s.side.add(x.Caveat, expires)
 	idx := s.allocLocked()
 	ek := r.exactKey()
 	r.older = s.exact.get(&s.recs, ek)
 	s.exact.set(&s.recs, ek, idx)
 
 	fk := r.fwdKey()
-	fc := s.fwd[fk]
+	fc, _ := s.fwd.get(&s.recs, fk)
 	r.fwdNext = fc.head
-	s.fwd[fk] = chain{idx, fc.n + 1}
 	rk := r.revKey()
-	rc := s.rev[rk]
+	rc, _ := s.rev.get(&s.recs, rk)
 	r.revNext = rc.head
-	s.rev[rk] = chain{idx, rc.n + 1}
-	*s.recs.at(idx) = r
+	*s.recs.at(idx) = r // the chain indexes read a head's key from its record
+	s.fwd.set(&s.recs, fk, chain{idx, fc.n + 1})
+	s.rev.set(&s.recs, rk, chain{idx, rc.n + 1})
 
 	s.countLocked(&r, fc.n == 0)
-	if r.expires != 0 {
-		s.expiring.push(expiry{at: r.expires, rec: idx})
+	if expires != 0 {
+		s.expiring.push(expiry{at: expires, rec: idx})
 	}
 	s.live++
 }
@@ -292,7 +290,7 @@ func (s *Store) countLocked(r *record, newChain bool) {
 func (s *Store) hasOtherChainLocked(t *typeInfo, typ, id, except sym) bool {
 	for _, c := range t.rels {
 		if c.s != except {
-			if _, ok := s.fwd[fwdKey{typ, id, c.s}]; ok {
+			if _, ok := s.fwd.get(&s.recs, fwdKey{typ, id, c.s}); ok {
 				return true
 			}
 		}

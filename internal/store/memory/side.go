@@ -7,19 +7,35 @@ import (
 	"github.com/latch-authz/latch/internal/rel"
 )
 
-// caveatTable holds the caveats of caveated records. Few relationships are caveated, so
-// a table of pointer-holding entries beside the pointer-free records is cheap.
-type caveatTable struct {
-	entries []rel.Caveat // entry 0 is unused so that 0 means "no caveat"
+// sideEntry is what a record keeps beside it: its caveat and its expiration.
+type sideEntry struct {
+	caveat   rel.Caveat
+	caveated bool
+	expires  int64 // unix nanoseconds; 0: never expires
+}
+
+// sideTable holds the caveats and expirations of the records that have either. Few
+// relationships have one, so one uint32 index per record (0: neither) is cheaper than
+// an 8-byte expiration in every record, and a table of pointer-holding entries beside
+// the pointer-free records costs the garbage collector little.
+type sideTable struct {
+	entries []sideEntry // entry 0 is unused so that 0 means "no caveat, no expiration"
 	free    []uint32
 }
 
-// add stores a private copy of c and returns its index.
-func (t *caveatTable) add(c *rel.Caveat) uint32 {
-	if len(t.entries) == 0 {
-		t.entries = append(t.entries, rel.Caveat{})
+// add stores a private copy of c (nil: none) with the encoded expiration (0: never)
+// and returns its index, or 0 when there is neither.
+func (t *sideTable) add(c *rel.Caveat, expires int64) uint32 {
+	if c == nil && expires == 0 {
+		return 0
 	}
-	e := rel.Caveat{Name: c.Name, Context: copyContext(c.Context)}
+	if len(t.entries) == 0 {
+		t.entries = append(t.entries, sideEntry{})
+	}
+	e := sideEntry{expires: expires}
+	if c != nil {
+		e.caveat, e.caveated = rel.Caveat{Name: c.Name, Context: copyContext(c.Context)}, true
+	}
 	if n := len(t.free); n > 0 {
 		idx := t.free[n-1]
 		t.free = t.free[:n-1]
@@ -30,24 +46,49 @@ func (t *caveatTable) add(c *rel.Caveat) uint32 {
 	return uint32(len(t.entries) - 1)
 }
 
-// get returns a copy of the caveat at idx that the caller may keep and change.
-func (t *caveatTable) get(idx uint32) *rel.Caveat {
-	e := t.entries[idx]
+// caveat returns a copy of the caveat at idx that the caller may keep and change, or
+// nil when there is none.
+func (t *sideTable) caveat(idx uint32) *rel.Caveat {
+	if idx == 0 || !t.entries[idx].caveated {
+		return nil
+	}
+	e := t.entries[idx].caveat
 	return &rel.Caveat{Name: e.Name, Context: copyContext(e.Context)}
 }
 
-// equal reports whether the caveat at idx (0: none) is c.
-func (t *caveatTable) equal(idx uint32, c *rel.Caveat) bool {
-	if idx == 0 || c == nil {
-		return idx == 0 && c == nil
+// expires returns the encoded expiration at idx; 0: never.
+func (t *sideTable) expires(idx uint32) int64 {
+	if idx == 0 {
+		return 0
 	}
-	e := t.entries[idx]
+	return t.entries[idx].expires
+}
+
+// expiredAt reports whether the expiration at idx is at or before now (unix ns).
+func (t *sideTable) expiredAt(idx uint32, now int64) bool {
+	if idx == 0 {
+		return false
+	}
+	x := t.entries[idx].expires
+	return x != 0 && x <= now
+}
+
+// same reports whether the entry at idx (0: none) holds caveat c and expiration expires.
+func (t *sideTable) same(idx uint32, c *rel.Caveat, expires int64) bool {
+	if t.expires(idx) != expires {
+		return false
+	}
+	caveated := idx != 0 && t.entries[idx].caveated
+	if !caveated || c == nil {
+		return !caveated && c == nil
+	}
+	e := t.entries[idx].caveat
 	return e.Name == c.Name && len(e.Context) == len(c.Context) && reflect.DeepEqual(e.Context, c.Context)
 }
 
-func (t *caveatTable) release(idx uint32) {
+func (t *sideTable) release(idx uint32) {
 	if idx != 0 {
-		t.entries[idx] = rel.Caveat{}
+		t.entries[idx] = sideEntry{}
 		t.free = append(t.free, idx)
 	}
 }

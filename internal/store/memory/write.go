@@ -122,7 +122,7 @@ func (s *Store) checkCreates(updates []store.Update) error {
 		if u.Op != store.Create {
 			continue
 		}
-		if idx := s.currentLocked(u.Relationship.Key()); idx != 0 && !s.recs.at(idx).expiredAt(now) {
+		if idx := s.currentLocked(u.Relationship.Key()); idx != 0 && !s.expiredAtLocked(s.recs.at(idx), now) {
 			return &store.AlreadyExistsError{Relationship: u.Relationship}
 		}
 	}
@@ -155,7 +155,7 @@ func (s *Store) applyLocked(u store.Update, rev uint64) (c store.RelationshipCha
 // sameLocked reports whether record idx already stores x's caveat and expiration.
 func (s *Store) sameLocked(idx uint32, x rel.Relationship) bool {
 	r := s.recs.at(idx)
-	return r.expires == encodeExpiration(x.Expiration) && s.cav.equal(r.caveat, x.Caveat)
+	return s.side.same(r.side, x.Caveat, encodeExpiration(x.Expiration))
 }
 
 // DeleteByFilter deletes the relationships matching f at the head, in key order, at

@@ -1,0 +1,128 @@
+package memory
+
+// chainIndex maps chain keys (forward or reverse) to the head and length of their
+// chain. A chain's head record carries its key, so the table holds only the chain: an
+// open-addressing table of 8-byte slots with linear probing, kept at most half full,
+// where a Go map slot also held the 12- or 16-byte key. Every probe is verified
+// against the head record's key.
+type chainIndex[K comparable] struct {
+	slots []chain // head 0: never filled; head deadSlot: deleted; length a power of 2
+	used  int
+	dead  int
+	keyOf func(*record) K
+	hash  func(K) uint64
+}
+
+func newChainIndex[K comparable](keyOf func(*record) K, hash func(K) uint64) chainIndex[K] {
+	return chainIndex[K]{keyOf: keyOf, hash: hash}
+}
+
+func (x *chainIndex[K]) find(recs *recordPages, k K) int {
+	if len(x.slots) == 0 {
+		return -1
+	}
+	mask := len(x.slots) - 1
+	for i := int(x.hash(k)) & mask; ; i = (i + 1) & mask {
+		switch h := x.slots[i].head; h {
+		case emptySlot:
+			return -1
+		case deadSlot:
+		default:
+			if x.keyOf(recs.at(h)) == k {
+				return i
+			}
+		}
+	}
+}
+
+// get returns the chain of k; ok is false when k has none.
+func (x *chainIndex[K]) get(recs *recordPages, k K) (c chain, ok bool) {
+	if i := x.find(recs, k); i >= 0 {
+		return x.slots[i], true
+	}
+	return chain{}, false
+}
+
+// set makes c the chain of k. The record at c.head and every head the index already
+// holds must carry their keys.
+func (x *chainIndex[K]) set(recs *recordPages, k K, c chain) {
+	if i := x.find(recs, k); i >= 0 {
+		x.slots[i] = c
+		return
+	}
+	if (x.used+x.dead+1)*2 > len(x.slots) {
+		x.resize(recs)
+	}
+	x.place(x.hash(k), c)
+	x.used++
+}
+
+func (x *chainIndex[K]) place(h uint64, c chain) {
+	mask := len(x.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch x.slots[i].head {
+		case deadSlot:
+			x.dead--
+			fallthrough
+		case emptySlot:
+			x.slots[i] = c
+			return
+		}
+	}
+}
+
+// resize rebuilds the table without dead slots, at most a third full after one more key.
+func (x *chainIndex[K]) resize(recs *recordPages) {
+	n := 16
+	for n < (x.used+1)*3 {
+		n *= 2
+	}
+	old := x.slots
+	x.slots, x.dead = make([]chain, n), 0
+	for _, c := range old {
+		if c.head != emptySlot && c.head != deadSlot {
+			x.place(x.hash(x.keyOf(recs.at(c.head))), c)
+		}
+	}
+}
+
+// del forgets k's chain.
+func (x *chainIndex[K]) del(recs *recordPages, k K) {
+	if i := x.find(recs, k); i >= 0 {
+		x.slots[i] = chain{head: deadSlot}
+		x.used--
+		x.dead++
+	}
+}
+
+// all returns every chain with its key, for invariant checks.
+func (x *chainIndex[K]) all(recs *recordPages) map[K]chain {
+	out := make(map[K]chain, x.used)
+	for _, c := range x.slots {
+		if c.head != emptySlot && c.head != deadSlot {
+			out[x.keyOf(recs.at(c.head))] = c
+		}
+	}
+	return out
+}
+
+func mix64(a, b uint64) uint64 {
+	h := a*0x9E3779B97F4A7C15 ^ (b*0xC2B2AE3D27D4EB4F)<<31 ^ (b*0xC2B2AE3D27D4EB4F)>>33
+	h ^= h >> 33
+	h *= 0xFF51AFD7ED558CCD
+	return h ^ h>>33
+}
+
+func (k fwdKey) hash() uint64 {
+	return mix64(uint64(k.resType)<<32|uint64(k.resID), uint64(k.relation))
+}
+
+func (k revKey) hash() uint64 {
+	return mix64(uint64(k.subjType)<<32|uint64(k.subjID), uint64(k.resType)<<32|uint64(k.relation))
+}
+
+// fwdLen is the length of k's forward chain; 0 when it has none.
+func (s *Store) fwdLen(k fwdKey) uint32 {
+	c, _ := s.fwd.get(&s.recs, k)
+	return c.n
+}
