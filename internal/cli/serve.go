@@ -53,6 +53,9 @@ SIGTERM, letting requests in flight finish.`,
 				return err
 			}
 			cfg.Logger = logger
+			if cfg.MaxStalenessPercent == 0 {
+				cfg.MaxStalenessPercent = -1 // the flag's 0 means no smearing; Config's 0 means the default
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, cfg, env)
@@ -65,7 +68,8 @@ SIGTERM, letting requests in flight finish.`,
 	addDatastoreFlags(cmd, &cfg)
 	fs.StringVar(&logLevel, "log-level", "info", "debug (one line per call, with its request id), info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
-	fs.Int64Var(&cfg.CheckCacheMaxBytes, "dispatch-cache-max-bytes", server.DefaultCheckCacheMaxBytes, "memory of the cache of check answers, allocated whole at start (negative: no cache)")
+	fs.Var(newByteSize(&cfg.CheckCacheMaxBytes, server.DefaultCheckCacheMaxBytes), "dispatch-cache-max-bytes",
+		"memory of the cache of check answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", server.DefaultMetricsAddr, `Prometheus /metrics and /debug/pprof listen address ("" or "-" turns them off)`)
 	fs.IntVar(&cfg.MaxInflightCheap, "max-inflight-checks", 0, "checks, writes and schema calls executing at once before new ones queue (0: 4×GOMAXPROCS)")
 	fs.IntVar(&cfg.MaxInflightExpensive, "max-inflight-lookups", 0, "lookups, reads, imports and exports executing at once before new ones queue (0: GOMAXPROCS)")
@@ -75,7 +79,7 @@ SIGTERM, letting requests in flight finish.`,
 	fs.DurationVar(&cfg.QuantizationWindow, "datastore-revision-quantization-interval", server.DefaultQuantizationWindow,
 		"minimize_latency reads use a revision rounded down to this window, so they share cached work (negative: always the newest revision)")
 	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,
-		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once")
+		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once (0: none)")
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
 	return cmd
 }

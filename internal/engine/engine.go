@@ -22,7 +22,10 @@ type Config struct {
 }
 
 // Engine evaluates permissions. It holds no per-request state and is safe for
-// concurrent use.
+// concurrent use. One request is evaluated on its caller's goroutine, a set of ids at
+// a time with batched store queries rather than a goroutine per branch, so fan-out in a
+// request is bounded at one by construction and needs no concurrency limit; the
+// server bounds how many requests run at once (admission control).
 type Engine struct {
 	maxDepth int
 }

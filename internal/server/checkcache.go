@@ -130,3 +130,39 @@ func (cc *checkCache) put(k cache.Key, res engine.Result) {
 		cc.c.Put(k, cachedNo)
 	}
 }
+
+// bulk answers the items of a bulk check it has cached and evaluates the rest in one
+// eval call (so the engine still batches them), caching their definite answers.
+func (cc *checkCache) bulk(sch *ir.Schema, rev store.Revision, reqs []engine.CheckRequest, eval func([]engine.CheckRequest) []engine.BulkResult) []engine.BulkResult {
+	if cc == nil || sch.Uses("expiration") {
+		return eval(reqs)
+	}
+	out := make([]engine.BulkResult, len(reqs))
+	var missed []int
+	var keys []cache.Key
+	var cacheable []bool
+	var missReqs []engine.CheckRequest
+	for i, req := range reqs {
+		res, k, ok, hit := cc.get(sch, rev, req)
+		if hit {
+			out[i].Result = res
+			continue
+		}
+		missed, missReqs = append(missed, i), append(missReqs, req)
+		keys, cacheable = append(keys, k), append(cacheable, ok)
+	}
+	if len(missed) == 0 {
+		return out
+	}
+	results := eval(missReqs)
+	if len(results) != len(missReqs) {
+		return results // the caller reports the mismatch
+	}
+	for j, i := range missed {
+		out[i] = results[j]
+		if results[j].Err == nil && cacheable[j] {
+			cc.put(keys[j], results[j].Result)
+		}
+	}
+	return out
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
 )
@@ -83,5 +85,46 @@ func TestIdenticalChecksShareOneEvaluation(t *testing.T) {
 	res, err := cc.compute(context.Background(), k2, true, eval)
 	if err != nil || res.Membership != engine.HasPermission {
 		t.Errorf("follower of a cancelled leader: %v, %v", res, err)
+	}
+}
+
+// TestBulkChecksUseTheCache: a bulk check answers cached items from the cache and the
+// rest from the engine, in request order, and caches what it evaluated; items that
+// fail are never cached.
+func TestBulkChecksUseTheCache(t *testing.T) {
+	p := newInProcess(t, nil)
+	p.write(t, relationship("document", "readme", "viewer", "user", "amy", ""))
+	ctx := context.Background()
+	item := func(id, perm, subj string) *v1.CheckBulkPermissionsRequestItem {
+		return &v1.CheckBulkPermissionsRequestItem{Resource: obj("document", id), Permission: perm, Subject: sub("user", subj, "")}
+	}
+	// Warm the cache with one of the bulk's items.
+	if _, err := p.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{Consistency: fullyConsistent(),
+		Resource: obj("document", "readme"), Permission: "view", Subject: sub("user", "amy", "")}); err != nil {
+		t.Fatal(err)
+	}
+	req := &v1.CheckBulkPermissionsRequest{Consistency: fullyConsistent(), Items: []*v1.CheckBulkPermissionsRequestItem{
+		item("other", "view", "amy"), item("readme", "view", "amy"), item("readme", "nosuch", "amy"), item("readme", "view", "bob"),
+	}}
+	want := []string{"PERMISSIONSHIP_NO_PERMISSION", "PERMISSIONSHIP_HAS_PERMISSION", "error", "PERMISSIONSHIP_NO_PERMISSION"}
+	for round := range 2 {
+		before := p.srv.checks.c.Stats()
+		resp, err := p.perms.CheckBulkPermissions(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, pair := range resp.Pairs {
+			got := "error"
+			if it := pair.GetItem(); it != nil {
+				got = it.Permissionship.String()
+			}
+			if got != want[i] {
+				t.Errorf("round %d item %d: %s, want %s", round, i, got, want[i])
+			}
+		}
+		hits := p.srv.checks.c.Stats().Hits - before.Hits
+		if wantHits := []uint64{1, 3}[round]; hits != wantHits {
+			t.Errorf("round %d: %d cache hits, want %d", round, hits, wantHits)
+		}
 	}
 }

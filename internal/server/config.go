@@ -66,7 +66,8 @@ type Config struct {
 	// to (0: the default; negative: no quantization, read the newest revision).
 	QuantizationWindow time.Duration
 	// MaxStalenessPercent is the largest random share of the window by which a request
-	// may read an older window's revision, so requests do not all move at once.
+	// may read an older window's revision, so requests do not all move at once
+	// (0: the default; negative: no smearing).
 	MaxStalenessPercent int
 
 	// MaxInflightCheap and MaxInflightExpensive cap the requests executing at once
@@ -188,7 +189,6 @@ func (c Config) Validate() error {
 		{"shutdown grace", int64(c.ShutdownGrace)},
 		{"read connections", int64(c.ReadConns)},
 		{"write connections", int64(c.WriteConns)},
-		{"max staleness percent", int64(c.MaxStalenessPercent)},
 		{"max inflight cheap requests", int64(c.MaxInflightCheap)},
 		{"max inflight expensive requests", int64(c.MaxInflightExpensive)},
 		{"max queued cheap requests", int64(c.MaxQueuedCheap)},

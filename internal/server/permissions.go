@@ -63,7 +63,9 @@ func (p *permissionsService) CheckBulkPermissions(ctx context.Context, req *v1.C
 	for i, it := range items {
 		creqs[i] = checkRequestFromV1(it.GetResource(), it.GetPermission(), it.GetSubject(), it.GetContext())
 	}
-	results := p.s.engine.CheckBulk(ctx, sch, r, creqs)
+	results := p.s.checks.bulk(sch, r.Revision(), creqs, func(reqs []engine.CheckRequest) []engine.BulkResult {
+		return p.s.engine.CheckBulk(ctx, sch, r, reqs)
+	})
 	if len(results) != len(items) {
 		return nil, p.s.status(internalError{errBulkLength})
 	}

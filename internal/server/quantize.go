@@ -19,13 +19,19 @@ import (
 // by a random allowance of up to maxStaleness, so near a window boundary requests move
 // to the new revision gradually rather than all at the same instant.
 //
-// Store revisions are counters, not times, so the quantizer remembers the head it saw
-// for the current and the previous window; a request whose smeared clock falls in an
-// older, forgotten window simply reads the current head.
+// Store revisions are counters, not times, so "the revision of a window" cannot be
+// computed from the clock; it is observed. The quantizer keeps a two-entry history of
+// (window number, head revision first seen in that window): the current and the
+// previous window, which is all smearing needs, since the allowance is at most one
+// window. A request whose smeared clock falls in a window the history lacks (the server
+// was idle then, or the window was forgotten) reads the newest remembered window's
+// revision, which is fresher than that window's would have been; only when the history
+// has nothing as new does it fetch the head, once per window.
 type quantizer struct {
 	window       time.Duration // <= 0: no quantization, read the head
 	maxStaleness time.Duration
 	head         func(context.Context) (store.Revision, error)
+	now          func() time.Time // time.Now; tests move the clock
 
 	mu    sync.Mutex
 	slots [2]windowRev // guarded by mu; newest first
@@ -35,29 +41,29 @@ type quantizer struct {
 type windowRev struct {
 	window int64 // window number: unix ns / window length
 	rev    store.Revision
+	seen   bool // false: an empty history entry (revision 0 is a valid head)
 }
 
 func newQuantizer(window time.Duration, stalenessPercent int, head func(context.Context) (store.Revision, error)) *quantizer {
-	return &quantizer{window: window, maxStaleness: window * time.Duration(stalenessPercent) / 100, head: head}
+	q := &quantizer{window: window, head: head, now: time.Now}
+	if stalenessPercent > 0 {
+		q.maxStaleness = window * time.Duration(stalenessPercent) / 100
+	}
+	return q
 }
 
 func (q *quantizer) revision(ctx context.Context) (store.Revision, error) {
 	if q.window <= 0 {
 		return q.head(ctx)
 	}
-	now := time.Now()
+	now := q.now()
 	if q.maxStaleness > 0 {
 		now = now.Add(-rand.N(q.maxStaleness))
 	}
 	w := now.UnixNano() / int64(q.window)
-	q.mu.Lock()
-	for _, s := range q.slots {
-		if s.window == w && s.rev != 0 {
-			q.mu.Unlock()
-			return s.rev, nil
-		}
+	if rev, ok := q.known(w); ok {
+		return rev, nil
 	}
-	q.mu.Unlock()
 	v, err, _ := q.group.Do(strconv.FormatInt(w, 10), func() (any, error) {
 		rev, err := q.head(context.WithoutCancel(ctx))
 		if err == nil {
@@ -71,14 +77,30 @@ func (q *quantizer) revision(ctx context.Context) (store.Revision, error) {
 	return v.(store.Revision), nil
 }
 
+// known returns the revision remembered for window w, or for the newest remembered
+// window when w is older than it.
+func (q *quantizer) known(w int64) (store.Revision, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.slots {
+		if s.seen && s.window == w {
+			return s.rev, true
+		}
+	}
+	if newest := q.slots[0]; newest.seen && w < newest.window {
+		return newest.rev, true
+	}
+	return 0, false
+}
+
 // remember keeps the head seen for window w if w is one of the two newest windows.
 func (q *quantizer) remember(w int64, rev store.Revision) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
-	case w > q.slots[0].window:
-		q.slots[1], q.slots[0] = q.slots[0], windowRev{w, rev}
-	case w < q.slots[0].window && w > q.slots[1].window:
-		q.slots[1] = windowRev{w, rev}
+	case !q.slots[0].seen || w > q.slots[0].window:
+		q.slots[1], q.slots[0] = q.slots[0], windowRev{w, rev, true}
+	case w < q.slots[0].window && (!q.slots[1].seen || w > q.slots[1].window):
+		q.slots[1] = windowRev{w, rev, true}
 	}
 }
