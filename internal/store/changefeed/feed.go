@@ -148,3 +148,26 @@ func SortUpdates(us []store.RelationshipChange) {
 		return store.CompareKeys(a.Relationship.Key(), b.Relationship.Key())
 	})
 }
+
+// Assemble turns changes gathered by revision (a backend's rebuilt history) into
+// Changes in revision order, each with its updates in key order; a revision in schema
+// replaced the schema, with or without relationship updates.
+func Assemble[R ~uint64](byRev map[R][]store.RelationshipChange, schema map[R]bool) []store.Change {
+	revs := make([]R, 0, len(byRev)+len(schema))
+	for rev := range byRev {
+		revs = append(revs, rev)
+	}
+	for rev := range schema {
+		if _, ok := byRev[rev]; !ok {
+			revs = append(revs, rev)
+		}
+	}
+	slices.Sort(revs)
+	out := make([]store.Change, 0, len(revs))
+	for _, rev := range revs {
+		us := byRev[rev]
+		SortUpdates(us)
+		out = append(out, store.Change{Revision: store.Revision(rev), Updates: us, SchemaChanged: schema[rev]})
+	}
+	return out
+}

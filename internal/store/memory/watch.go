@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"iter"
-	"slices"
 
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/changefeed"
@@ -97,28 +96,7 @@ func (s *Store) historyLocked(after, through uint64) []store.Change {
 			schema[v.rev] = true
 		}
 	}
-	return assemble(byRev, schema)
-}
-
-// assemble orders rebuilt changes by revision and their updates by key.
-func assemble(byRev map[uint64][]store.RelationshipChange, schema map[uint64]bool) []store.Change {
-	revs := make([]uint64, 0, len(byRev)+len(schema))
-	for rev := range byRev {
-		revs = append(revs, rev)
-	}
-	for rev := range schema {
-		if _, ok := byRev[rev]; !ok {
-			revs = append(revs, rev)
-		}
-	}
-	slices.Sort(revs)
-	out := make([]store.Change, 0, len(revs))
-	for _, rev := range revs {
-		us := byRev[rev]
-		changefeed.SortUpdates(us)
-		out = append(out, store.Change{Revision: store.Revision(rev), Updates: us, SchemaChanged: schema[rev]})
-	}
-	return out
+	return changefeed.Assemble(byRev, schema)
 }
 
 var _ store.Watcher = (*Store)(nil)

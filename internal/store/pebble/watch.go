@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"iter"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -94,7 +93,7 @@ func (s *Store) history(ctx context.Context, after, through uint64) ([]store.Cha
 	if err := h.scanSchemas(snap); err != nil {
 		return nil, err
 	}
-	return h.assemble(), nil
+	return changefeed.Assemble(h.byRev, h.schema), nil
 }
 
 // historyScan collects the changes of the revisions after+1..through.
@@ -180,27 +179,6 @@ func (h *historyScan) scanSchemas(snap *pebble.Snapshot) error {
 		}
 	}
 	return it.Error()
-}
-
-// assemble orders the changes by revision and their updates by key.
-func (h *historyScan) assemble() []store.Change {
-	revs := make([]uint64, 0, len(h.byRev)+len(h.schema))
-	for rev := range h.byRev {
-		revs = append(revs, rev)
-	}
-	for rev := range h.schema {
-		if _, ok := h.byRev[rev]; !ok {
-			revs = append(revs, rev)
-		}
-	}
-	slices.Sort(revs)
-	out := make([]store.Change, 0, len(revs))
-	for _, rev := range revs {
-		us := h.byRev[rev]
-		changefeed.SortUpdates(us)
-		out = append(out, store.Change{Revision: store.Revision(rev), Updates: us, SchemaChanged: h.schema[rev]})
-	}
-	return out
 }
 
 var _ store.Watcher = (*Store)(nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,7 +79,7 @@ func readChanges(ctx context.Context, tx pgx.Tx, after store.Revision) (changefe
 	if err != nil {
 		return changefeed.Step{}, err
 	}
-	return changefeed.Step{Changes: assemble(byRev, schema), Through: through, More: more}, nil
+	return changefeed.Step{Changes: changefeed.Assemble(byRev, schema), Through: through, More: more}, nil
 }
 
 type revKey struct {
@@ -162,27 +161,6 @@ func schemaRevisions(ctx context.Context, tx pgx.Tx, after, through store.Revisi
 		out[store.Revision(rev)] = true
 	}
 	return out, nil
-}
-
-// assemble orders the changes by revision and their updates by key.
-func assemble(byRev map[store.Revision][]store.RelationshipChange, schema map[store.Revision]bool) []store.Change {
-	revs := make([]store.Revision, 0, len(byRev)+len(schema))
-	for rev := range byRev {
-		revs = append(revs, rev)
-	}
-	for rev := range schema {
-		if _, ok := byRev[rev]; !ok {
-			revs = append(revs, rev)
-		}
-	}
-	slices.Sort(revs)
-	out := make([]store.Change, 0, len(revs))
-	for _, rev := range revs {
-		us := byRev[rev]
-		changefeed.SortUpdates(us)
-		out = append(out, store.Change{Revision: rev, Updates: us, SchemaChanged: schema[rev]})
-	}
-	return out
 }
 
 var _ store.Watcher = (*Store)(nil)
