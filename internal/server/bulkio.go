@@ -73,11 +73,7 @@ type bulkLoader interface {
 // that Write's in-transaction validation does not have, accepted for a load that is
 // several times faster and needs no memory for the whole import.
 func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, next func() ([]*v1.Relationship, error)) (uint64, error) {
-	r, err := s.readerFor(ctx, headConsistency)
-	if err != nil {
-		return 0, err
-	}
-	sch, err := s.schemas.at(ctx, r)
+	_, sch, err := s.readerAndSchema(ctx, headConsistency)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/server/zedtoken"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -41,6 +42,20 @@ func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revi
 // headConsistency reads the newest revision, for calls that must see every write
 // (schema reads, validating a delete's filter).
 var headConsistency = &v1.Consistency{Requirement: &v1.Consistency_FullyConsistent{FullyConsistent: true}}
+
+// readerAndSchema opens a reader at the revision c asks for and returns the schema in
+// force there.
+func (s *Server) readerAndSchema(ctx context.Context, c *v1.Consistency) (store.Reader, *ir.Schema, error) {
+	r, err := s.readerFor(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	sch, err := s.schemas.at(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, sch, nil
+}
 
 // readerFor opens a reader at the revision c asks for, timing its queries.
 func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader, error) {

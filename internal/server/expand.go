@@ -13,11 +13,7 @@ import (
 // relations are leaves of the subjects written on them, and subject sets in leaves are
 // not expanded further.
 func (p *permissionsService) ExpandPermissionTree(ctx context.Context, req *v1.ExpandPermissionTreeRequest) (*v1.ExpandPermissionTreeResponse, error) {
-	r, err := p.s.readerFor(ctx, req.GetConsistency())
-	if err != nil {
-		return nil, p.s.status(err)
-	}
-	sch, err := p.s.schemas.at(ctx, r)
+	r, sch, err := p.s.readerAndSchema(ctx, req.GetConsistency())
 	if err != nil {
 		return nil, p.s.status(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -47,23 +48,37 @@ func lookupQuery(req proto.Message) proto.Message {
 	return q
 }
 
-// lookupStart opens the reader a lookup runs at, and how many results to skip: the
-// cursor's revision and position when there is a cursor, else the requested consistency.
-func (s *Server) lookupStart(ctx context.Context, c *v1.Consistency, cur *v1.Cursor, query proto.Message) (store.Reader, uint64, error) {
+// lookupStart checks a lookup's page size, then opens the reader it runs at, the schema
+// in force there and how many results to skip: the cursor's revision and position when
+// there is a cursor, else the requested consistency.
+func (s *Server) lookupStart(ctx context.Context, limit uint32, c *v1.Consistency, cur *v1.Cursor, query proto.Message) (store.Reader, *ir.Schema, uint64, error) {
+	if err := checkLookupLimit(limit); err != nil {
+		return nil, nil, 0, err
+	}
+	var r store.Reader
+	var skip uint64
+	var err error
 	if cur == nil {
-		r, err := s.readerFor(ctx, c)
-		return r, 0, err
+		r, err = s.readerFor(ctx, c)
+	} else {
+		var rc readCursor
+		if rc, err = decodeCursor(cur, query); err != nil {
+			return nil, nil, 0, err
+		}
+		var n int
+		if skip, n = binary.Uvarint([]byte(rc.after)); n <= 0 || n != len(rc.after) {
+			return nil, nil, 0, &invalidCursorError{"not a lookup cursor"}
+		}
+		r, err = s.store.Reader(ctx, rc.rev)
 	}
-	rc, err := decodeCursor(cur, query)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	skip, n := binary.Uvarint([]byte(rc.after))
-	if n <= 0 || n != len(rc.after) {
-		return nil, 0, &invalidCursorError{"not a lookup cursor"}
+	sch, err := s.schemas.at(ctx, r)
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	r, err := s.store.Reader(ctx, rc.rev)
-	return r, skip, err
+	return r, sch, skip, nil
 }
 
 func lookupCursor(rev store.Revision, query [8]byte, done uint64) *v1.Cursor {
@@ -80,16 +95,9 @@ func lookupPermissionship(m engine.Membership) v1.LookupPermissionship {
 // LookupResources streams every resource of a type on which the subject has the
 // permission, walking the graph backwards from the subject.
 func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, stream v1.PermissionsService_LookupResourcesServer) error {
-	if err := checkLookupLimit(req.GetOptionalLimit()); err != nil {
-		return p.s.status(err)
-	}
 	ctx := stream.Context()
 	query := lookupQuery(req)
-	r, skip, err := p.s.lookupStart(ctx, req.GetConsistency(), req.GetOptionalCursor(), query)
-	if err != nil {
-		return p.s.status(err)
-	}
-	sch, err := p.s.schemas.at(ctx, r)
+	r, sch, skip, err := p.s.lookupStart(ctx, req.GetOptionalLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
 	if err != nil {
 		return p.s.status(err)
 	}
@@ -130,16 +138,9 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 // page the concrete subjects; the wildcard, which does not count against the limit,
 // comes with the page that ends the concrete subjects.
 func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
-	if err := checkLookupLimit(req.GetOptionalConcreteLimit()); err != nil {
-		return p.s.status(err)
-	}
 	ctx := stream.Context()
 	query := lookupQuery(req)
-	r, skip, err := p.s.lookupStart(ctx, req.GetConsistency(), req.GetOptionalCursor(), query)
-	if err != nil {
-		return p.s.status(err)
-	}
-	sch, err := p.s.schemas.at(ctx, r)
+	r, sch, skip, err := p.s.lookupStart(ctx, req.GetOptionalConcreteLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
 	if err != nil {
 		return p.s.status(err)
 	}

@@ -17,11 +17,7 @@ type permissionsService struct {
 }
 
 func (p *permissionsService) CheckPermission(ctx context.Context, req *v1.CheckPermissionRequest) (*v1.CheckPermissionResponse, error) {
-	r, err := p.s.readerFor(ctx, req.GetConsistency())
-	if err != nil {
-		return nil, p.s.status(err)
-	}
-	sch, err := p.s.schemas.at(ctx, r)
+	r, sch, err := p.s.readerAndSchema(ctx, req.GetConsistency())
 	if err != nil {
 		return nil, p.s.status(err)
 	}
@@ -51,11 +47,7 @@ func (p *permissionsService) CheckBulkPermissions(ctx context.Context, req *v1.C
 	if len(items) > p.s.cfg.MaxChecksPerBulk {
 		return nil, p.s.status(&tooManyError{tooManyChecks, len(items), p.s.cfg.MaxChecksPerBulk})
 	}
-	r, err := p.s.readerFor(ctx, req.GetConsistency())
-	if err != nil {
-		return nil, p.s.status(err)
-	}
-	sch, err := p.s.schemas.at(ctx, r)
+	r, sch, err := p.s.readerAndSchema(ctx, req.GetConsistency())
 	if err != nil {
 		return nil, p.s.status(err)
 	}

@@ -141,11 +141,7 @@ func (s *Server) checkFilterAtHead(ctx context.Context, f *v1.RelationshipFilter
 	if filterIsEmpty(f) {
 		return &invalidFilterError{f.String(), "at least one field of the filter must be set"}
 	}
-	r, err := s.readerFor(ctx, headConsistency)
-	if err != nil {
-		return err
-	}
-	sch, err := s.schemas.at(ctx, r)
+	_, sch, err := s.readerAndSchema(ctx, headConsistency)
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,7 @@ import (
 
 // schemaAt returns the compiled schema a reflection call reads, and its token.
 func (s *Server) schemaAt(ctx context.Context, c *v1.Consistency) (*ir.Schema, *v1.ZedToken, error) {
-	r, err := s.readerFor(ctx, c)
-	if err != nil {
-		return nil, nil, err
-	}
-	sch, err := s.schemas.at(ctx, r)
+	r, sch, err := s.readerAndSchema(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
