@@ -68,8 +68,8 @@ SIGTERM, letting requests in flight finish.`,
 	addDatastoreFlags(cmd, &cfg)
 	fs.StringVar(&logLevel, "log-level", "info", "debug (one line per call, with its request id), info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
-	fs.Var(newByteSize(&cfg.CheckCacheMaxBytes, server.DefaultCheckCacheMaxBytes), "dispatch-cache-max-bytes",
-		"memory of the cache of check answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
+	fs.Var(newByteSize(&cfg.DispatchCacheMaxBytes, server.DefaultDispatchCacheMaxBytes), "dispatch-cache-max-bytes",
+		"memory of the cache of check and subproblem answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", server.DefaultMetricsAddr, `Prometheus /metrics and /debug/pprof listen address ("" or "-" turns them off)`)
 	fs.IntVar(&cfg.MaxInflightCheap, "max-inflight-checks", 0, "checks, writes and schema calls executing at once before new ones queue (0: 4×GOMAXPROCS)")
 	fs.IntVar(&cfg.MaxInflightExpensive, "max-inflight-lookups", 0, "lookups, reads, imports and exports executing at once before new ones queue (0: GOMAXPROCS)")
@@ -106,6 +106,7 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
 		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)
 	}
+	go server.PaceGC(ctx, srv.CacheBytes())
 	if err := srv.Serve(ctx); err != nil {
 		return fmt.Errorf("serving: %w", err)
 	}

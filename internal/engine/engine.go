@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
 	"strings"
 
+	"golang.org/x/sync/singleflight"
+
+	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
@@ -19,6 +23,11 @@ type Config struct {
 	// MaxDepth bounds how many relations and arrows one check may traverse in a chain;
 	// 0 means DefaultMaxDepth.
 	MaxDepth int
+	// Cache, if not nil, remembers definite subproblem answers (does this subject have
+	// this relation or permission on this object?) across requests, keyed by revision.
+	// An Engine with a cache must only be given readers of one datastore: revisions of
+	// different stores are not told apart.
+	Cache *cache.Cache
 }
 
 // Engine evaluates permissions. It holds no per-request state and is safe for
@@ -28,6 +37,10 @@ type Config struct {
 // server bounds how many requests run at once (admission control).
 type Engine struct {
 	maxDepth int
+	cache    *cache.Cache
+	seeds    [2]maphash.Seed
+	// flight shares one evaluation among identical checks arriving together.
+	flight singleflight.Group
 }
 
 // New returns an Engine.
@@ -35,7 +48,7 @@ func New(cfg Config) *Engine {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
-	return &Engine{maxDepth: cfg.MaxDepth}
+	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // BulkResult is one item's answer in CheckBulk: a Result or an error for that item alone.
@@ -44,8 +57,18 @@ type BulkResult struct {
 	Err    error
 }
 
-// Check answers one check at the reader's revision under schema s.
+// Check answers one check at the reader's revision under schema s. With a cache, a
+// check answered before at the revision costs a lookup, and identical checks arriving
+// together share one evaluation.
 func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest) (Result, error) {
+	if e.cache != nil {
+		if err := validateCheck(s, req); err != nil {
+			return Result{}, err
+		}
+		if sh := e.sharedFor(s, r.Revision(), req.Subject, req.Context); sh.c != nil {
+			return e.checkShared(ctx, s, r, req, sh)
+		}
+	}
 	res := e.CheckBulk(ctx, s, r, []CheckRequest{req})
 	return res[0].Result, res[0].Err
 }
@@ -82,7 +105,7 @@ func (e *Engine) CheckBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 		for _, i := range g.items {
 			ids = append(ids, reqs[i].Resource.ID)
 		}
-		ev := newEvaluator(s, r, first.Subject, first.Context)
+		ev := newEvaluator(s, r, first.Subject, first.Context, e.sharedFor(s, r.Revision(), first.Subject, first.Context))
 		relation := s.Definition(first.Resource.Type).Relation(first.Permission)
 		res, err := ev.relation(ctx, relation, dedupe(ids), e.maxDepth)
 		for _, i := range g.items {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
@@ -23,6 +24,7 @@ type evaluator struct {
 	r       store.Reader
 	subject rel.SubjectRef
 	reqCtx  map[string]any
+	shared  shared
 
 	memo map[memoKey]outcome
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
@@ -30,8 +32,8 @@ type evaluator struct {
 	errDepth map[memoKey]int
 }
 
-func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any) *evaluator {
-	return &evaluator{s: s, r: r, subject: subject, reqCtx: reqCtx,
+func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, sh shared) *evaluator {
+	return &evaluator{s: s, r: r, subject: subject, reqCtx: reqCtx, shared: sh,
 		memo: map[memoKey]outcome{}, errDepth: map[memoKey]int{}}
 }
 
@@ -43,17 +45,31 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 	}
 	out := make(results, len(ids))
 	todo := make([]string, 0, len(ids))
+	var keys []cache.Key // of todo, when caching
 	for _, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
 			out.put(id, o)
-		} else if d, ok := ev.errDepth[k]; (ok && depth <= d) || depth <= 0 {
-			out.put(id, outErr)
-		} else if ev.isSubject(r, id) {
-			out.put(id, outHas)
-		} else {
-			todo = append(todo, id)
+			continue
 		}
+		if d, ok := ev.errDepth[k]; (ok && depth <= d) || depth <= 0 {
+			out.put(id, outErr)
+			continue
+		}
+		if ev.isSubject(r, id) {
+			out.put(id, outHas)
+			continue
+		}
+		if ev.shared.c != nil {
+			ck := ev.shared.key(r, id)
+			if o, ok := ev.shared.get(ck); ok {
+				ev.memo[k] = o
+				out.put(id, o)
+				continue
+			}
+			keys = append(keys, ck)
+		}
+		todo = append(todo, id)
 	}
 	if len(todo) == 0 {
 		return out, nil
@@ -68,13 +84,16 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range todo {
+	for i, id := range todo {
 		o := res.get(id)
 		k := memoKey{r, id}
 		if o.st == depthErr {
 			ev.errDepth[k] = max(ev.errDepth[k], depth)
 		} else {
 			ev.memo[k] = o
+		}
+		if keys != nil {
+			ev.shared.put(keys[i], o)
 		}
 		out.put(id, o)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/store"
@@ -42,6 +43,9 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		reader, _ := st.Reader(ctx, rev)
+		// Lookups run on an engine with a subproblem cache (one per store, as the cache
+		// requires), checks on one without.
+		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, dump(rels))
@@ -53,7 +57,7 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 				for u := range 4 {
 					subj := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("u%d", u)}}
 					found := map[string]engine.Result{}
-					err := eng.LookupResources(ctx, s, reader, engine.LookupResourcesRequest{ResourceType: d, Permission: perm, Subject: subj, Context: reqCtx},
+					err := cached.LookupResources(ctx, s, reader, engine.LookupResourcesRequest{ResourceType: d, Permission: perm, Subject: subj, Context: reqCtx},
 						func(f engine.FoundResource) error {
 							if _, dup := found[f.ID]; dup {
 								fail("LookupResources %s#%s@%v yielded %s twice", d, perm, subj, f.ID)

@@ -47,7 +47,7 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	if req.SubjectRelation != "" && sdef.Relation(req.SubjectRelation) == nil {
 		return &UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
 	}
-	l := &subjectLookup{ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context), typ: req.SubjectType, subjRel: req.SubjectRelation,
+	l := &subjectLookup{ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,
 		sets: newFixpoint[memoKey](newSubjectSet, func(known, round *subjectSet) (*subjectSet, bool) {
 			return round, !equalSets(known, round)
 		})}

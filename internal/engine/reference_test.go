@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -391,6 +392,9 @@ func (g *gen) context() map[string]any {
 	return ctx
 }
 
+// TestEngineAgreesWithReference compares the engine with the reference evaluator, with
+// and without the subproblem cache (one per store, as the cache requires; each check is
+// asked twice of it, the second time answered from it).
 func TestEngineAgreesWithReference(t *testing.T) {
 	const schemas, checksPerSchema = 300, 40
 	ctx := context.Background()
@@ -419,6 +423,7 @@ func TestEngineAgreesWithReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
 		for range checksPerSchema {
 			d := g.pick(g.defs[1:])
 			names := append(slices.Clone(g.rels[d]), g.perms[d]...)
@@ -432,18 +437,23 @@ func TestEngineAgreesWithReference(t *testing.T) {
 			reqCtx := g.context()
 			ref := &reference{s: s, rels: rels, subject: subj, ctx: reqCtx, now: now}
 			want := ref.check(res.Type, perm, res.ID, 12)
-			got, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx})
+			req := engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx}
 			compared++
-			if want.st == refErr {
-				continue
-			}
-			definite++
-			if err != nil {
-				t.Fatalf("seed %d: %s:%s#%s@%v: engine error %v, reference %v\nschema:\n%s", seed, res.Type, res.ID, perm, subj, err, want, src)
-			}
-			if int(got.Membership) != int(want.st) || !slices.Equal(got.Missing, want.missing) {
-				t.Fatalf("seed %d: %s:%s#%s@%v ctx %v: engine %v %v, reference %v %v\nschema:\n%s\nrels:\n%s",
-					seed, res.Type, res.ID, perm, subj, reqCtx, got.Membership, got.Missing, want.st, want.missing, src, dump(rels))
+			for i, e := range []*engine.Engine{eng, cached, cached} {
+				got, err := e.Check(ctx, s, reader, req)
+				if want.st == refErr {
+					continue
+				}
+				if i == 0 {
+					definite++
+				}
+				if err != nil {
+					t.Fatalf("seed %d engine %d: %s:%s#%s@%v: engine error %v, reference %v\nschema:\n%s", seed, i, res.Type, res.ID, perm, subj, err, want, src)
+				}
+				if int(got.Membership) != int(want.st) || !slices.Equal(got.Missing, want.missing) {
+					t.Fatalf("seed %d engine %d: %s:%s#%s@%v ctx %v: engine %v %v, reference %v %v\nschema:\n%s\nrels:\n%s",
+						seed, i, res.Type, res.ID, perm, subj, reqCtx, got.Membership, got.Missing, want.st, want.missing, src, dump(rels))
+				}
 			}
 		}
 		st.Close()

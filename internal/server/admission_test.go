@@ -26,7 +26,7 @@ func TestOverloadSheds(t *testing.T) {
 		// One slot, one queue place and a 1 ms wait: 48 clients are far more than that
 		// serves even on a loaded machine. No answer cache, so every check does its work.
 		c.MaxInflightCheap, c.MaxQueuedCheap, c.AdmissionWait = 1, 1, time.Millisecond
-		c.CheckCacheMaxBytes = -1
+		c.DispatchCacheMaxBytes = -1
 		c.MetricsAddr = "127.0.0.1:0"
 	})
 	ts.writeSchema(t, docSchema)

@@ -57,12 +57,12 @@ func TestCachedCheckAllocations(t *testing.T) {
 	var err error
 	check := func() { resp, err = p.perms.CheckPermission(ctx, req) }
 	check() // fills the cache
-	before := p.srv.checks.c.Stats().Hits
+	before := p.srv.cache.Stats().Hits
 	allocs := testing.AllocsPerRun(200, check)
 	if err != nil || resp.Permissionship != v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION {
 		t.Fatalf("check: %v, %v", resp, err)
 	}
-	if hits := p.srv.checks.c.Stats().Hits - before; hits < 200 {
+	if hits := p.srv.cache.Stats().Hits - before; hits < 200 {
 		t.Fatalf("%d cache hits in 201 repeated checks", hits)
 	}
 	const budget = 8
@@ -82,7 +82,7 @@ func BenchmarkCheckPermission(b *testing.B) {
 		maxBytes int64
 	}{{"cached", 0}, {"uncached", -1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			p := newInProcess(b, func(c *Config) { c.CheckCacheMaxBytes = bc.maxBytes })
+			p := newInProcess(b, func(c *Config) { c.DispatchCacheMaxBytes = bc.maxBytes })
 			// The subject reaches the document through a group, as in real data.
 			p.write(b, relationship("group", "eng", "member", "user", "amy", ""),
 				relationship("document", "readme", "viewer", "group", "eng", "member"))

@@ -2,17 +2,10 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
-
-	"github.com/latch-authz/latch/internal/engine"
-	"github.com/latch-authz/latch/internal/engine/cache"
 )
 
 // TestCheckCacheAnswersRepeats: a repeated check at one revision is answered from the
@@ -27,8 +20,8 @@ func TestCheckCacheAnswersRepeats(t *testing.T) {
 			t.Fatalf("check: %v, %v", resp, err)
 		}
 	}
-	if body := scrape(t, ts.srv.MetricsAddr()); !strings.Contains(body, "latch_check_cache_hits_total 2") {
-		t.Errorf("two repeated checks were not cache hits:\n%s", grepLines(body, "check_cache"))
+	if body := scrape(t, ts.srv.MetricsAddr()); !strings.Contains(body, "latch_dispatch_cache_hits_total 2") {
+		t.Errorf("two repeated checks were not cache hits:\n%s", grepLines(body, "dispatch_cache"))
 	}
 	ts.write(t, relationship("document", "readme", "viewer", "user", "amy", ""))
 	resp, err := ts.check(t, fullyConsistent(), obj("document", "readme"), "view", sub("user", "amy", ""))
@@ -45,47 +38,6 @@ func grepLines(text, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-func TestIdenticalChecksShareOneEvaluation(t *testing.T) {
-	cc := newCheckCache(1<<20, newMetrics(slog.New(slog.DiscardHandler)))
-	k := cache.Key{Hi: 1, Lo: 2}
-	var evals atomic.Int32
-	eval := func(ctx context.Context) (engine.Result, error) {
-		evals.Add(1)
-		time.Sleep(20 * time.Millisecond)
-		return engine.Result{Membership: engine.HasPermission}, ctx.Err()
-	}
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			if res, err := cc.compute(context.Background(), k, true, eval); err != nil || res.Membership != engine.HasPermission {
-				t.Errorf("compute: %v, %v", res, err)
-			}
-		})
-	}
-	wg.Wait()
-	if n := evals.Load(); n != 1 {
-		t.Errorf("%d evaluations for 20 identical concurrent checks, want 1", n)
-	}
-
-	// A follower whose leader's client went away evaluates for itself.
-	leaderCtx, cancel := context.WithCancel(context.Background())
-	k2 := cache.Key{Hi: 3, Lo: 4}
-	started := make(chan struct{})
-	go func() {
-		_, _ = cc.compute(leaderCtx, k2, true, func(ctx context.Context) (engine.Result, error) {
-			close(started)
-			<-ctx.Done()
-			return engine.Result{}, ctx.Err()
-		})
-	}()
-	<-started
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	res, err := cc.compute(context.Background(), k2, true, eval)
-	if err != nil || res.Membership != engine.HasPermission {
-		t.Errorf("follower of a cancelled leader: %v, %v", res, err)
-	}
 }
 
 // TestBulkChecksUseTheCache: a bulk check answers cached items from the cache and the
@@ -108,7 +60,7 @@ func TestBulkChecksUseTheCache(t *testing.T) {
 	}}
 	want := []string{"PERMISSIONSHIP_NO_PERMISSION", "PERMISSIONSHIP_HAS_PERMISSION", "error", "PERMISSIONSHIP_NO_PERMISSION"}
 	for round := range 2 {
-		before := p.srv.checks.c.Stats()
+		before := p.srv.cache.Stats()
 		resp, err := p.perms.CheckBulkPermissions(ctx, req)
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +74,7 @@ func TestBulkChecksUseTheCache(t *testing.T) {
 				t.Errorf("round %d item %d: %s, want %s", round, i, got, want[i])
 			}
 		}
-		hits := p.srv.checks.c.Stats().Hits - before.Hits
+		hits := p.srv.cache.Stats().Hits - before.Hits
 		if wantHits := []uint64{1, 3}[round]; hits != wantHits {
 			t.Errorf("round %d: %d cache hits, want %d", round, hits, wantHits)
 		}

@@ -31,7 +31,7 @@ const (
 	DefaultMaxStalenessPercent         = 10
 	DefaultAdmissionWait               = 250 * time.Millisecond
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
-	DefaultCheckCacheMaxBytes          = 64 << 20
+	DefaultDispatchCacheMaxBytes       = 64 << 20
 )
 
 // Config is everything a Server needs. The CLI fills it from flags; zero values mean
@@ -79,9 +79,9 @@ type Config struct {
 	MaxQueuedCheap, MaxQueuedExpensive     int
 	AdmissionWait                          time.Duration
 
-	// CheckCacheMaxBytes is the memory of the cache of check answers (0: the default;
+	// DispatchCacheMaxBytes is the memory of the cache of subproblem answers (0: the default;
 	// negative: no cache). It is allocated whole at start: the limit is the cost.
-	CheckCacheMaxBytes int64
+	DispatchCacheMaxBytes int64
 
 	// MetricsAddr is where /metrics and /debug/pprof listen; "" or "-" turns them off.
 	// The CLI's flag default is DefaultMetricsAddr.
@@ -137,7 +137,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxQueuedCheap, 8*c.MaxInflightCheap)
 	setDefault(&c.MaxQueuedExpensive, 8*c.MaxInflightExpensive)
 	setDefault(&c.AdmissionWait, DefaultAdmissionWait)
-	setDefault(&c.CheckCacheMaxBytes, DefaultCheckCacheMaxBytes)
+	setDefault(&c.DispatchCacheMaxBytes, DefaultDispatchCacheMaxBytes)
 	if c.MetricsAddr == "-" {
 		c.MetricsAddr = ""
 	}

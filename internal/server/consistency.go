@@ -50,7 +50,7 @@ func (s *Server) readerAndSchema(ctx context.Context, c *v1.Consistency) (store.
 	if err != nil {
 		return nil, nil, err
 	}
-	sch, err := s.schemas.at(ctx, r)
+	sch, err := s.schemas.atRevision(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -74,7 +74,7 @@ func (s *Server) lookupStart(ctx context.Context, limit uint32, c *v1.Consistenc
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	sch, err := s.schemas.at(ctx, r)
+	sch, err := s.schemas.atRevision(ctx, r)
 	if err != nil {
 		return nil, nil, 0, err
 	}

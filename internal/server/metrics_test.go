@@ -13,8 +13,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	ts := start(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0" })
 	body := scrape(t, ts.srv.MetricsAddr())
 	for _, want := range []string{
-		"latch_check_cache_hits_total", "latch_check_cache_misses_total", "latch_check_cache_evictions_total",
-		"latch_check_cache_bytes", "go_gc_duration_seconds", "go_goroutines",
+		"latch_dispatch_cache_hits_total", "latch_dispatch_cache_misses_total", "latch_dispatch_cache_evictions_total",
+		"latch_dispatch_cache_bytes", "go_gc_duration_seconds", "go_goroutines",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

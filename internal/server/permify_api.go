@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/server/permify"
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
@@ -34,7 +35,9 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 		tenants = permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: s.cfg.GCWindow}}
 	}
 	h, err := permify.New(permify.Config{
-		Engine:        s.engine,
+		// Not s.engine: its cache keys answers by revision alone, and tenants' stores
+		// have revisions of their own.
+		Engine:        engine.New(engine.Config{MaxDepth: s.cfg.MaxDepth}),
 		Default:       s.store,
 		SharedDefault: true,
 		Tenants:       tenants,

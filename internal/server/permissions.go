@@ -22,13 +22,9 @@ func (p *permissionsService) CheckPermission(ctx context.Context, req *v1.CheckP
 		return nil, p.s.status(err)
 	}
 	creq := checkRequestFromV1(req.GetResource(), req.GetPermission(), req.GetSubject(), req.GetContext())
-	res, key, cacheable, hit := p.s.checks.get(sch, r.Revision(), creq)
-	if !hit {
-		if res, err = p.s.checks.compute(ctx, key, cacheable, func(ctx context.Context) (engine.Result, error) {
-			return p.s.engine.Check(ctx, sch, r, creq)
-		}); err != nil {
-			return nil, p.s.status(err)
-		}
+	res, err := p.s.engine.Check(ctx, sch, r, creq)
+	if err != nil {
+		return nil, p.s.status(err)
 	}
 	if tr, ok := r.(*timedReader); ok {
 		p.s.metrics.checkQueries.Observe(float64(tr.queries.Load()))
@@ -55,9 +51,7 @@ func (p *permissionsService) CheckBulkPermissions(ctx context.Context, req *v1.C
 	for i, it := range items {
 		creqs[i] = checkRequestFromV1(it.GetResource(), it.GetPermission(), it.GetSubject(), it.GetContext())
 	}
-	results := p.s.checks.bulk(sch, r.Revision(), creqs, func(reqs []engine.CheckRequest) []engine.BulkResult {
-		return p.s.engine.CheckBulk(ctx, sch, r, reqs)
-	})
+	results := p.s.engine.CheckBulk(ctx, sch, r, creqs)
 	if len(results) != len(items) {
 		return nil, p.s.status(internalError{errBulkLength})
 	}

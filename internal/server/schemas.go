@@ -15,14 +15,21 @@ import (
 // texts live at once (the current one and the one before a write).
 const maxCachedSchemas = 16
 
+// recentRevisions is how many revisions' schemas atRevision remembers: with quantized
+// revisions almost every request reads at one of the last two.
+const recentRevisions = 4
+
 // schemaCache holds compiled schemas by the hash of their text, so a request costs a
-// hash and a map lookup instead of a compile.
+// hash and a map lookup instead of a compile, and by recent revision, so that most
+// requests do not read the schema text at all.
 type schemaCache struct {
-	mu      sync.Mutex
-	byHash  map[[sha256.Size]byte]*ir.Schema // guarded by mu
-	order   [][sha256.Size]byte              // guarded by mu; insertion order, for eviction
-	empty   *ir.Schema
-	compile func(string) (*ir.Schema, error)
+	mu       sync.Mutex
+	byHash   map[[sha256.Size]byte]*ir.Schema // guarded by mu
+	order    [][sha256.Size]byte              // guarded by mu; insertion order, for eviction
+	byRev    [recentRevisions]revSchema       // guarded by mu; a ring
+	nextSlot int                              // guarded by mu
+	empty    *ir.Schema
+	compile  func(string) (*ir.Schema, error)
 }
 
 func newSchemaCache() *schemaCache {
@@ -66,6 +73,36 @@ func (c *schemaCache) put(h [sha256.Size]byte, s *ir.Schema) {
 	}
 	c.byHash[h] = s
 	c.order = append(c.order, h)
+}
+
+type revSchema struct {
+	rev store.Revision
+	s   *ir.Schema // nil: empty slot
+}
+
+// atRevision is at for a reader opened by Store.Reader, whose revision names a
+// committed state and so a schema that never changes; it remembers the schemas of the
+// last few revisions asked for. (A write's validator sees a state being changed, so it
+// uses at.)
+func (c *schemaCache) atRevision(ctx context.Context, r store.Reader) (*ir.Schema, error) {
+	rev := r.Revision()
+	c.mu.Lock()
+	for _, e := range c.byRev {
+		if e.s != nil && e.rev == rev {
+			c.mu.Unlock()
+			return e.s, nil
+		}
+	}
+	c.mu.Unlock()
+	s, err := c.at(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.byRev[c.nextSlot] = revSchema{rev, s}
+	c.nextSlot = (c.nextSlot + 1) % recentRevisions
+	c.mu.Unlock()
+	return s, nil
 }
 
 // at returns the schema in force at r's revision. A stored schema that no longer

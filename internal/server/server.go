@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
@@ -37,7 +38,7 @@ type Server struct {
 	engine    *engine.Engine
 	schemas   *schemaCache
 	quantizer *quantizer
-	checks    *checkCache // nil when caching is off
+	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	counters  relationshipCounters
 	generated string
 
@@ -70,7 +71,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, engine: engine.New(engine.Config{MaxDepth: cfg.MaxDepth}), schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger)}
+	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger)}
+	s.cache = newDispatchCache(cfg.DispatchCacheMaxBytes, s.metrics)
+	s.engine = engine.New(engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache})
 	keys := cfg.PresharedKeys
 	if len(keys) == 0 {
 		s.generated = generateKey()
@@ -80,7 +83,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.quantizer = newQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
-	s.checks = newCheckCache(cfg.CheckCacheMaxBytes, s.metrics)
 	if err := s.listen(keys); err != nil {
 		s.Close()
 		return nil, err
@@ -169,6 +171,11 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	adm := newAdmission(s.cfg, s.metrics)
 	g := grpc.NewServer(
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
+		// Calls run on long-lived workers, as many as admission lets execute or wait at
+		// once: a goroutine per call would grow a fresh stack through the store's deep
+		// iterator calls every time (a fifth of the CPU of a check load, in copystack).
+		// Calls past that get a goroutine of their own, to be shed by admission.
+		grpc.NumStreamWorkers(uint32(s.cfg.MaxInflightCheap+s.cfg.MaxInflightExpensive+s.cfg.MaxQueuedCheap+s.cfg.MaxQueuedExpensive)),
 		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), s.metrics.unary, auth.unary, adm.unary, validateUnary),
 		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, auth.stream, adm.stream, validateStream),
 	)
@@ -185,6 +192,14 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	return g
+}
+
+// CacheBytes is the memory of the dispatch cache, allocated whole at start (0: none).
+func (s *Server) CacheBytes() int64 {
+	if s.cache == nil {
+		return 0
+	}
+	return s.cache.Stats().Bytes
 }
 
 // Addrs returns the bound gRPC address and the HTTP gateway address ("" when disabled).

@@ -1,5 +1,5 @@
-// Package cache is a fixed-memory cache of definite check answers, keyed by 128-bit
-// hashes. All of its memory is one array allocated up front, so the byte limit it is
+// Package cache is a fixed-memory cache of definite check and subproblem answers,
+// keyed by 128-bit hashes. All of its memory is one array allocated up front, so the byte limit it is
 // given is what it costs — no per-entry allocations, no pointers for the garbage
 // collector to scan, no allocator size-class surprises. Entries live in 4-way
 // set-associative buckets of one cache line; a full bucket evicts round-robin.

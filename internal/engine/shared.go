@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"hash/maphash"
+
+	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+const (
+	cachedHas cache.Value = 1
+	cachedNo  cache.Value = 2
+)
+
+// shared is one request's view of the engine's cache of definite subproblem answers.
+// A subproblem's answer depends on the revision (which fixes the schema and the data),
+// the subject, the caveat context, the relation and the resource id; base holds the
+// hash state of the first three, so a key costs only the hashing of the last two.
+//
+// Relationship expiration changes answers as time passes at one revision, so schemas
+// that `use expiration` are not cached; conditional answers and answers cut off by the
+// depth limit are never stored.
+type shared struct {
+	c    *cache.Cache // nil: caching is off for this request
+	base [2]maphash.Hash
+}
+
+// sharedFor prepares the cache keys of a request, or returns a shared that caches
+// nothing.
+func (e *Engine) sharedFor(s *ir.Schema, rev store.Revision, subject rel.SubjectRef, reqCtx map[string]any) shared {
+	if e.cache == nil || s.Uses("expiration") {
+		return shared{}
+	}
+	var ctxJSON []byte
+	if len(reqCtx) > 0 {
+		var err error
+		if ctxJSON, err = json.Marshal(reqCtx); err != nil { // sorted keys: one text per context
+			return shared{}
+		}
+	}
+	sh := shared{c: e.cache}
+	var revBytes [8]byte
+	binary.LittleEndian.PutUint64(revBytes[:], uint64(rev))
+	for i := range sh.base {
+		h := &sh.base[i]
+		h.SetSeed(e.seeds[i])
+		h.Write(revBytes[:])
+		for _, f := range [...]string{subject.Object.Type, subject.Object.ID, subject.Relation} {
+			h.WriteString(f)
+			h.WriteByte(0)
+		}
+		h.Write(ctxJSON)
+		h.WriteByte(0)
+	}
+	return sh
+}
+
+// key names subproblem r on resource id.
+func (sh *shared) key(r *ir.Relation, id string) cache.Key {
+	var out [2]uint64
+	for i := range sh.base {
+		h := sh.base[i]
+		h.WriteString(r.Def.Name)
+		h.WriteByte(0)
+		h.WriteString(r.Name)
+		h.WriteByte(0)
+		h.WriteString(id)
+		out[i] = h.Sum64()
+	}
+	return cache.Key{Hi: out[0], Lo: out[1]}
+}
+
+// get returns a cached answer.
+func (sh *shared) get(k cache.Key) (outcome, bool) {
+	switch v, hit := sh.c.Get(k); {
+	case hit && v == cachedHas:
+		return outHas, true
+	case hit && v == cachedNo:
+		return outNo, true
+	}
+	return outcome{}, false
+}
+
+// put stores o if it is definite.
+func (sh *shared) put(k cache.Key, o outcome) {
+	switch o.st {
+	case has:
+		sh.c.Put(k, cachedHas)
+	case no:
+		sh.c.Put(k, cachedNo)
+	}
+}
+
+// checkShared answers one check through the cache. Identical concurrent checks that
+// miss share one evaluation; if the one evaluating gave up (its client went away) the
+// others evaluate for themselves rather than inherit its cancellation.
+func (e *Engine) checkShared(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest, sh shared) (Result, error) {
+	relation := s.Definition(req.Resource.Type).Relation(req.Permission)
+	k := sh.key(relation, req.Resource.ID)
+	if o, ok := sh.get(k); ok {
+		return toResult(o)
+	}
+	eval := func() (Result, error) {
+		res, err := newEvaluator(s, r, req.Subject, req.Context, sh).relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
+		if err != nil {
+			return Result{}, err
+		}
+		return toResult(res.get(req.Resource.ID))
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], k.Hi)
+	binary.LittleEndian.PutUint64(b[8:], k.Lo)
+	v, err, _ := e.flight.Do(string(b[:]), func() (any, error) { return eval() })
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return eval()
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return v.(Result), nil
+}
