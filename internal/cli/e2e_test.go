@@ -241,6 +241,8 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		{[]string{"serve", "--grpc-addr", "0.0.0.0:0", "--http-addr", "-"}, "not a loopback address"},
 		{[]string{"serve", "--datastore-engine", "cassandra", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `datastore engine "cassandra"`},
 		{[]string{"serve", "--dispatch-max-depth", "-1", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "max depth"},
+		{[]string{"serve", "--otel-provider", "jaeger", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `--otel-provider "jaeger": expected none, otlpgrpc or otlphttp`},
+		{[]string{"serve", "--otel-provider", "otlpgrpc", "--otel-sample-ratio", "2", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "--otel-sample-ratio 2"},
 	} {
 		r := latch(t, tc.args...)
 		if r.code != 1 || !strings.Contains(r.err, tc.want) {

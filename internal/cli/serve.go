@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ import (
 func newServeCommand(env Env) *cobra.Command {
 	var cfg server.Config
 	var logLevel, logFormat string
+	var otel otelFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a latch server (gRPC API and HTTP/JSON gateway)",
@@ -58,6 +60,21 @@ SIGTERM, letting requests in flight finish.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			tp, err := otel.tracerProvider(ctx)
+			if err != nil {
+				return err
+			}
+			if tp != nil {
+				cfg.TracerProvider = tp
+				defer func() {
+					// Flush the spans still batched, but do not hang on an unreachable collector.
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if err := tp.Shutdown(ctx); err != nil {
+						logger.Warn("flushing traces", slog.Any("error", err))
+					}
+				}()
+			}
 			return serve(ctx, cfg, env)
 		},
 	}
@@ -81,6 +98,7 @@ SIGTERM, letting requests in flight finish.`,
 	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,
 		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once (0: none)")
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
+	otel.register(fs)
 	return cmd
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -86,6 +88,9 @@ type Config struct {
 	// MetricsAddr is where /metrics and /debug/pprof listen; "" or "-" turns them off.
 	// The CLI's flag default is DefaultMetricsAddr.
 	MetricsAddr string
+	// TracerProvider, if not nil, traces every call (OpenTelemetry, continuing traces
+	// clients propagate) and the datastore queries of sampled calls.
+	TracerProvider trace.TracerProvider
 
 	// MaxDepth bounds check recursion (0: the engine's default, 50).
 	MaxDepth int

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -73,14 +75,22 @@ func newMetrics(log *slog.Logger) *metrics {
 	return m
 }
 
-// observe records a finished call: its latency, and at debug level a log line with
-// the request id the client sent (x-request-id) or one made up for it.
+// observe records a finished call: its latency, and with the request id the client
+// sent (x-request-id) or one made up for it, a log line at debug level and an attribute
+// of the call's span when it is traced.
 func (m *metrics) observe(ctx context.Context, method string, start time.Time, err error) {
 	elapsed := time.Since(start)
 	code := status.Code(err)
 	m.latency.WithLabelValues(method, code.String()).Observe(elapsed.Seconds())
-	if m.log.Enabled(ctx, slog.LevelDebug) {
-		m.log.LogAttrs(ctx, slog.LevelDebug, "rpc", slog.String("request_id", requestID(ctx)),
+	span := trace.SpanFromContext(ctx)
+	logged := m.log.Enabled(ctx, slog.LevelDebug)
+	if !logged && !span.IsRecording() {
+		return
+	}
+	id := requestID(ctx)
+	span.SetAttributes(attribute.String("latch.request_id", id))
+	if logged {
+		m.log.LogAttrs(ctx, slog.LevelDebug, "rpc", slog.String("request_id", id),
 			slog.String("method", method), slog.String("code", code.String()), slog.Duration("elapsed", elapsed))
 	}
 }
@@ -111,16 +121,18 @@ func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	return err
 }
 
-// timedReader times the datastore queries made through it and counts them.
+// timedReader times the datastore queries made through it and counts them, and traces
+// them within traced calls.
 type timedReader struct {
 	store.Reader
 	m       *metrics
+	tracer  trace.Tracer
 	queries atomic.Int64
 }
 
 func (r *timedReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	r.queries.Add(1)
-	inner := r.Reader.Query(ctx, f, opts)
+	inner := traceQuery(ctx, r.tracer, f, func(ctx context.Context) iter.Seq2[store.Item, error] { return r.Reader.Query(ctx, f, opts) })
 	return func(yield func(store.Item, error) bool) {
 		start := time.Now()
 		defer func() { r.m.queryLatency.Observe(time.Since(start).Seconds()) }()

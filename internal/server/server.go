@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -39,6 +40,7 @@ type Server struct {
 	schemas   *schemaCache
 	quantizer *quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
+	tracer    trace.Tracer
 	counters  relationshipCounters
 	generated string
 
@@ -71,7 +73,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger)}
+	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer()}
 	s.cache = newDispatchCache(cfg.DispatchCacheMaxBytes, s.metrics)
 	s.engine = engine.New(engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache})
 	keys := cfg.PresharedKeys
@@ -169,7 +171,7 @@ func (s *Server) listen(keys []string) error {
 func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	auth := newAuthenticator(keys)
 	adm := newAdmission(s.cfg, s.metrics)
-	g := grpc.NewServer(
+	g := grpc.NewServer(append(s.cfg.tracingOptions(),
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
 		// Calls run on long-lived workers, as many as admission lets execute or wait at
 		// once: a goroutine per call would grow a fresh stack through the store's deep
@@ -178,7 +180,7 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 		grpc.NumStreamWorkers(uint32(s.cfg.MaxInflightCheap+s.cfg.MaxInflightExpensive+s.cfg.MaxQueuedCheap+s.cfg.MaxQueuedExpensive)),
 		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), s.metrics.unary, auth.unary, adm.unary, validateUnary),
 		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, auth.stream, adm.stream, validateStream),
-	)
+	)...)
 	perms := &permissionsService{s: s}
 	v1.RegisterPermissionsServiceServer(g, perms)
 	schemas := &schemaService{s: s}
