@@ -25,8 +25,9 @@ type Config struct {
 	MaxDepth int
 	// Cache, if not nil, remembers definite subproblem answers (does this subject have
 	// this relation or permission on this object?) across requests, keyed by revision.
-	// An Engine with a cache must only be given readers of one datastore: revisions of
-	// different stores are not told apart.
+	// An Engine with a cache must only be given readers of one datastore (and one
+	// schema language): revisions of different stores are not told apart. Use Sibling
+	// for another.
 	Cache *cache.Cache
 }
 
@@ -49,6 +50,12 @@ func New(cfg Config) *Engine {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
 	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+}
+
+// Sibling returns an engine with e's configuration and cache whose answers are keyed
+// apart from e's (and from every other sibling's), for another datastore.
+func (e *Engine) Sibling() *Engine {
+	return New(Config{MaxDepth: e.maxDepth, Cache: e.cache})
 }
 
 // BulkResult is one item's answer in CheckBulk: a Result or an error for that item alone.

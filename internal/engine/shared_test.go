@@ -197,3 +197,21 @@ func TestIdenticalChecksShareOneEvaluation(t *testing.T) {
 		t.Errorf("follower of a cancelled leader: %v", res)
 	}
 }
+
+// TestSiblingsKeepAnswersApart: siblings share a cache, not answers — two stores at the
+// same revision number hold different data.
+func TestSiblingsKeepAnswersApart(t *testing.T) {
+	s := mustCompile(t, groupSchema)
+	eng := engine.New(engine.Config{Cache: cache.New(1 << 20)})
+	other := eng.Sibling()
+	withAmy := &countingReader{sliceReader: groupData, rev: 3}
+	withoutAmy := &countingReader{sliceReader: groupData[:2], rev: 3}
+	for range 2 {
+		if res, err := eng.Check(context.Background(), s, withAmy, viewCheck("a", "amy")); err != nil || res.Membership != engine.HasPermission {
+			t.Fatalf("check on the first store: %v, %v", res, err)
+		}
+		if res, err := other.Check(context.Background(), s, withoutAmy, viewCheck("a", "amy")); err != nil || res.Membership != engine.NoPermission {
+			t.Fatalf("check on the second store, through a sibling: %v, %v", res, err)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/server/permify"
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
@@ -35,9 +34,7 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 		tenants = permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: s.cfg.GCWindow}}
 	}
 	h, err := permify.New(permify.Config{
-		// Not s.engine: its cache keys answers by revision alone, and tenants' stores
-		// have revisions of their own.
-		Engine:        engine.New(engine.Config{MaxDepth: s.cfg.MaxDepth}),
+		Engine:        s.engine,
 		Default:       s.store,
 		SharedDefault: true,
 		Tenants:       tenants,

@@ -31,6 +31,8 @@ const DefaultTenant = "t1"
 
 // Config is what the handler needs from the server.
 type Config struct {
+	// Engine evaluates; each tenant gets a sibling of it (Engine.Sibling), so that
+	// tenants share its cache without sharing answers.
 	Engine *engine.Engine
 	// Default is tenant t1's store (the server's store); the handler does not close it.
 	Default store.Store
@@ -78,6 +80,7 @@ type tenant struct {
 	ID, Name string
 	Created  time.Time
 	store    store.Store
+	engine   *engine.Engine
 	owned    bool
 }
 
@@ -87,14 +90,14 @@ func New(cfg Config) (*Handler, error) {
 		cfg.MaxBatch = 10_000
 	}
 	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}}
-	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default}
+	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default, engine: cfg.Engine.Sibling()}
 	if cfg.Tenants != nil {
 		existing, err := cfg.Tenants.Existing()
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range existing {
-			h.tenants[t.ID] = &tenant{ID: t.ID, Name: t.Name, Created: t.Created, store: t.Store, owned: true}
+			h.tenants[t.ID] = &tenant{ID: t.ID, Name: t.Name, Created: t.Created, store: t.Store, engine: cfg.Engine.Sibling(), owned: true}
 		}
 	}
 	return h, nil
@@ -264,7 +267,7 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 	if _, dup := h.tenants[req.ID]; dup {
 		return nil, &apiError{code: codeAlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(req.ID) + " already exists"}
 	}
-	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), owned: true}
+	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), engine: h.cfg.Engine.Sibling(), owned: true}
 	st, err := h.cfg.Tenants.Create(TenantInfo{ID: t.ID, Name: t.Name, Created: t.Created})
 	if err != nil {
 		return nil, &apiError{code: codeInternal, reason: "ERROR_CODE_INTERNAL", msg: "creating the tenant's store: " + err.Error()}

@@ -70,7 +70,7 @@ func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.cfg.Engine.Check(ctx, v.s, r, creq)
+	res, err := t.engine.Check(ctx, v.s, r, creq)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 		return nil, err
 	}
 	results := make([]any, len(creqs))
-	for i, br := range h.cfg.Engine.CheckBulk(ctx, v.s, r, creqs) {
+	for i, br := range t.engine.CheckBulk(ctx, v.s, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
@@ -155,7 +155,7 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 	}
 	var ids []string
 	lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
-	err = h.cfg.Engine.LookupResources(ctx, v.s, r, lreq, func(f engine.FoundResource) error {
+	err = t.engine.LookupResources(ctx, v.s, r, lreq, func(f engine.FoundResource) error {
 		if f.Result.Membership == engine.HasPermission {
 			ids = append(ids, f.ID)
 		}
@@ -198,7 +198,7 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 	lreq := engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
 		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx}
 	var ids []string
-	err = h.cfg.Engine.LookupSubjects(ctx, v.s, r, lreq, func(f engine.FoundSubject) error {
+	err = t.engine.LookupSubjects(ctx, v.s, r, lreq, func(f engine.FoundSubject) error {
 		if f.Result.Membership == engine.HasPermission && f.ID != rel.Wildcard {
 			ids = append(ids, f.ID)
 		}
@@ -244,7 +244,7 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 		names, creqs = append(names, rl.Name), append(creqs, c)
 	}
 	results := map[string]string{}
-	for i, br := range h.cfg.Engine.CheckBulk(ctx, v.s, r, creqs) {
+	for i, br := range t.engine.CheckBulk(ctx, v.s, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
@@ -262,7 +262,7 @@ func (h *Handler) expand(ctx context.Context, t *tenant, body []byte) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	n, err := h.cfg.Engine.Expand(ctx, v.s, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
+	n, err := t.engine.Expand(ctx, v.s, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
 	if err != nil {
 		return nil, err
 	}
