@@ -97,10 +97,8 @@ func (m *metrics) observe(ctx context.Context, method string, start time.Time, e
 
 // requestID returns the client's x-request-id, or a fresh random one.
 func requestID(ctx context.Context) string {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("x-request-id"); len(v) > 0 && v[0] != "" {
-			return v[0]
-		}
+	if v := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(v) > 0 && v[0] != "" {
+		return v[0]
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
