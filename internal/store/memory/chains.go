@@ -2,9 +2,9 @@ package memory
 
 // chainIndex maps chain keys (forward or reverse) to the head and length of their
 // chain. A chain's head record carries its key, so the table holds only the chain: an
-// open-addressing table of 8-byte slots with linear probing, kept at most half full,
-// where a Go map slot also held the 12- or 16-byte key. Every probe is verified
-// against the head record's key.
+// open-addressing table of 8-byte slots with linear probing, kept at most three
+// quarters full, where a Go map slot also held the 12- or 16-byte key. Every probe is
+// verified against the head record's key.
 type chainIndex[K comparable] struct {
 	slots []chain // head 0: never filled; head deadSlot: deleted; length a power of 2
 	used  int
@@ -50,7 +50,7 @@ func (x *chainIndex[K]) set(recs *recordPages, k K, c chain) {
 		x.slots[i] = c
 		return
 	}
-	if (x.used+x.dead+1)*2 > len(x.slots) {
+	if tableFull(x.used+x.dead, len(x.slots)) {
 		x.resize(recs)
 	}
 	x.place(x.hash(k), c)
@@ -71,14 +71,10 @@ func (x *chainIndex[K]) place(h uint64, c chain) {
 	}
 }
 
-// resize rebuilds the table without dead slots, at most a third full after one more key.
+// resize rebuilds the table without dead slots, at its tableSize.
 func (x *chainIndex[K]) resize(recs *recordPages) {
-	n := 16
-	for n < (x.used+1)*3 {
-		n *= 2
-	}
 	old := x.slots
-	x.slots, x.dead = make([]chain, n), 0
+	x.slots, x.dead = make([]chain, tableSize(x.used)), 0
 	for _, c := range old {
 		if c.head != emptySlot && c.head != deadSlot {
 			x.place(x.hash(x.keyOf(recs.at(c.head))), c)

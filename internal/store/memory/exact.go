@@ -4,8 +4,8 @@ import "math/bits"
 
 // exactIndex maps each relationship key to its newest version. Records carry their
 // key, so the index needs to hold only record indexes: an open-addressing table of
-// uint32 slots with linear probing, kept at most half full, costs 4 to 8 bytes per
-// key where a Go map from a 64-bit key hash cost about 20. Every probe is verified
+// uint32 slots with linear probing, kept at most three quarters full, costs 5 to 11
+// bytes per key where a Go map from a 64-bit key hash cost about 20. Every probe is verified
 // against the record's key, so hash collisions cost time, never correctness.
 type exactIndex struct {
 	slots    []uint32              // record index; emptySlot or deadSlot otherwise; length a power of 2
@@ -29,6 +29,22 @@ func (x *exactIndex) hash(k exactKey) uint64 {
 }
 
 func newExactIndex() exactIndex { return exactIndex{} }
+
+// tableFull reports whether an open-addressing table of size slots, filled (live or
+// dead) ones, must be rebuilt before one more key goes in: past three quarters full,
+// linear probing's runs grow long.
+func tableFull(filled, size int) bool { return (filled+1)*4 > size*3 }
+
+// tableSize is the size of a rebuilt table holding used keys: the least power of two
+// at most half full after one more key, so that many inserts pass before the next
+// rebuild.
+func tableSize(used int) int {
+	n := 16
+	for n < (used+1)*2 {
+		n *= 2
+	}
+	return n
+}
 
 // hash mixes the six symbols of a key.
 func (k exactKey) hash() uint64 {
@@ -75,7 +91,7 @@ func (x *exactIndex) set(recs *recordPages, k exactKey, idx uint32) {
 		x.slots[i] = idx
 		return
 	}
-	if (x.used+x.dead+1)*2 > len(x.slots) {
+	if tableFull(x.used+x.dead, len(x.slots)) {
 		x.resize(recs)
 	}
 	x.place(x.hash(k), idx)
@@ -97,15 +113,10 @@ func (x *exactIndex) place(h uint64, idx uint32) {
 	}
 }
 
-// resize rebuilds the table without dead slots, at most a third full after one more
-// key, so that many inserts pass before the table is half full again.
+// resize rebuilds the table without dead slots, at its tableSize.
 func (x *exactIndex) resize(recs *recordPages) {
-	n := 16
-	for n < (x.used+1)*3 {
-		n *= 2
-	}
 	old := x.slots
-	x.slots, x.dead = make([]uint32, n), 0
+	x.slots, x.dead = make([]uint32, tableSize(x.used)), 0
 	for _, v := range old {
 		if v != emptySlot && v != deadSlot {
 			x.place(x.hash(recs.at(v).exactKey()), v)

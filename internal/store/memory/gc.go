@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -27,17 +28,61 @@ func (s *Store) GC(now time.Time) int {
 	freed := 0
 	for {
 		s.mu.Lock()
-		victims := s.victimsLocked(cutoff)
-		if len(victims) > 0 {
-			s.unlinkLocked(victims)
-			s.freeLocked(victims)
-		}
+		n := s.collectChunkLocked(cutoff)
 		s.mu.Unlock()
-		freed += len(victims)
-		if len(victims) < gcChunk {
+		freed += n
+		if n < gcChunk {
 			return freed
 		}
 	}
+}
+
+// collectChunkLocked frees up to gcChunk records (see victimsLocked) and returns how
+// many it freed.
+func (s *Store) collectChunkLocked(cutoff int64) int {
+	victims := s.victimsLocked(cutoff)
+	if len(victims) > 0 {
+		s.unlinkLocked(victims)
+		s.freeLocked(victims)
+	}
+	return len(victims)
+}
+
+// offLocked is rev as an offset from revBase; rev must not be older than oldest.
+func (s *Store) offLocked(rev uint64) uint32 { return uint32(rev - s.revBase) }
+
+// absLocked is the revision at offset off (not liveOff).
+func (s *Store) absLocked(off uint32) uint64 { return s.revBase + uint64(off) }
+
+// rebaseLocked raises revBase to just below the oldest retained revision, so that a
+// new head revision has an offset below revisionSpan. It first collects what garbage
+// collection may (with the write lock held, in one go): afterwards every ended record
+// ends after the oldest retained revision, and a record created before it reads the
+// same at every retained revision as one created at it. It fails, changing nothing a
+// reader can see, when more revisions are retained than offsets can tell apart.
+func (s *Store) rebaseLocked() error {
+	cutoff := s.opts.Now().UnixNano() - int64(s.opts.GCWindow)
+	s.advanceOldestLocked(cutoff)
+	for s.collectChunkLocked(cutoff) == gcChunk {
+	}
+	base := s.oldest - 1
+	if s.head+1-base >= revisionSpan {
+		return fmt.Errorf("memory store: %d revisions are retained, more than it can address (%d): shorten the GC window",
+			s.head+1-s.oldest, revisionSpan-1)
+	}
+	shift := uint32(base - s.revBase)
+	for idx := uint32(1); int(idx) < s.recs.len(); idx++ {
+		r := s.recs.at(idx)
+		if r.created == 0 {
+			continue // a free slot
+		}
+		r.created = max(r.created, shift+1) - shift
+		if r.deleted != liveOff {
+			r.deleted -= shift
+		}
+	}
+	s.revBase = base
+	return nil
 }
 
 // advanceOldestLocked moves the oldest retained revision to the first one still
@@ -67,7 +112,7 @@ func (s *Store) victimsLocked(cutoff int64) []uint32 {
 	n := 0
 	for ; n < len(s.ended) && len(victims) < gcChunk; n++ {
 		idx := s.ended[n]
-		if s.recs.at(idx).deleted > s.oldest {
+		if s.absLocked(s.recs.at(idx).deleted) > s.oldest {
 			break
 		}
 		s.recs.at(idx).created = 0
@@ -78,7 +123,7 @@ func (s *Store) victimsLocked(cutoff int64) []uint32 {
 		e := s.expiring.pop()
 		r := s.recs.at(e.rec)
 		// Skip entries whose record was deleted (its slot may even hold another record).
-		if r.created != 0 && r.deleted == liveRev && s.side.expires(r.side) == e.at {
+		if r.created != 0 && r.deleted == liveOff && s.side.expires(r.side) == e.at {
 			r.created = 0
 			s.live--
 			victims = append(victims, e.rec)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -236,8 +237,15 @@ func TestReaderOutlivedByRevision(t *testing.T) {
 // TestRandomWithGC applies random writes while time passes and GC runs, and checks
 // that collection never changes what a retained revision reads and that the indexes
 // stay consistent.
+// TestRandomWithGC writes at random, collecting now and then, and holds every retained
+// revision to what it read when it was the head. Seeds 4 and up give records so few
+// revision offsets that the store rebases them every few dozen writes.
 func TestRandomWithGC(t *testing.T) {
-	for seed := range uint64(4) {
+	defer func(span uint64) { revisionSpan = span }(revisionSpan)
+	for seed := range uint64(8) {
+		if seed >= 4 {
+			revisionSpan = 40
+		}
 		s, c := newTestStore(t, 10*time.Minute)
 		if seed%2 == 1 {
 			// Most keys collide in the exact index: exercise its probing past other keys and
@@ -274,6 +282,9 @@ func TestRandomWithGC(t *testing.T) {
 					t.Fatalf("seed %d step %d: revision %d reads\n %v\nafter GC, was\n %v", seed, step, rev, got, want)
 				}
 			}
+		}
+		if seed >= 4 && s.revBase == 0 {
+			t.Errorf("seed %d: %d writes with a span of %d never rebased", seed, s.head, revisionSpan)
 		}
 	}
 }
@@ -348,4 +359,38 @@ func randomWrite(t *testing.T, s *Store, c *clock, rnd *rand.Rand) {
 	if _, err := s.Write(context.Background(), nil, us, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTooManyRetainedRevisions: a write that would need a revision offset records
+// cannot hold fails with a clear error and changes nothing; once the GC window lets
+// old revisions go, writes succeed again.
+func TestTooManyRetainedRevisions(t *testing.T) {
+	defer func(span uint64) { revisionSpan = span }(revisionSpan)
+	revisionSpan = 5
+	s, c := newTestStore(t, time.Hour)
+	x := relationship("doc", "a", "viewer", "user", "x", "")
+	var revs []store.Revision
+	for range 3 {
+		revs = append(revs, mustWrite(t, s, store.Touch, x))
+		c.advance(time.Minute)
+	}
+	head := s.head
+	_, err := s.Write(context.Background(), nil, []store.Update{{Op: store.Create, Relationship: relationship("doc", "b", "viewer", "user", "y", "")}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "shorten the GC window") {
+		t.Fatalf("write past the revision span: %v", err)
+	}
+	if s.head != head {
+		t.Fatalf("the failed write moved the head from %d to %d", head, s.head)
+	}
+	for _, rev := range revs {
+		if got := readAll(t, s, rev, store.Filter{}); len(got) != 1 {
+			t.Fatalf("revision %d reads %v after the failed write", rev, got)
+		}
+	}
+	c.advance(2 * time.Hour)
+	rev := mustWrite(t, s, store.Create, relationship("doc", "b", "viewer", "user", "y", ""))
+	if got := readAll(t, s, rev, store.Filter{}); len(got) != 2 {
+		t.Fatalf("after the window passed, the head reads %v", got)
+	}
+	checkInvariants(t, s)
 }

@@ -104,13 +104,9 @@ func (in *interner) find(s string) int {
 
 // insert adds symbol id, whose string is s and not yet in the table.
 func (in *interner) insert(s string, id sym) {
-	if (in.used+in.deadSlots+1)*2 > len(in.table) {
-		n := 16
-		for n < (in.used+1)*3 {
-			n *= 2
-		}
+	if tableFull(in.used+in.deadSlots, len(in.table)) {
 		old := in.table
-		in.table, in.deadSlots = make([]sym, n), 0
+		in.table, in.deadSlots = make([]sym, tableSize(in.used)), 0
 		for _, v := range old {
 			if v != emptySlot && v != deadSlot {
 				in.placeSym(in.str(v), v)

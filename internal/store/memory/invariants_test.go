@@ -58,10 +58,10 @@ func (s *Store) invariantsLocked() error {
 		if s.exact.get(&s.recs, k) != head {
 			return fmt.Errorf("exact index maps key %v to %d, holds %d", k, s.exact.get(&s.recs, k), head)
 		}
-		prevCreated := uint64(liveRev)
+		prevCreated := uint32(liveOff)
 		for idx := head; idx != 0; idx = s.recs.at(idx).older {
 			r := *s.recs.at(uint32(idx))
-			if !inUse(idx) || r.exactKey() != k || r.created >= prevCreated && prevCreated != liveRev || r.deleted > prevCreated && prevCreated != liveRev {
+			if !inUse(idx) || r.exactKey() != k || r.created >= prevCreated && prevCreated != liveOff || r.deleted > prevCreated && prevCreated != liveOff {
 				return fmt.Errorf("version chain %v holds record %d (%+v) out of order", k, idx, r)
 			}
 			prevCreated = r.created
@@ -80,7 +80,7 @@ func (s *Store) invariantsLocked() error {
 			return fmt.Errorf("record %d (%+v) is in %d forward, %d reverse, %d version chains; want 1 each",
 				idx, r, seenFwd[uint32(idx)], seenRev[uint32(idx)], seenVer[uint32(idx)])
 		}
-		if r.deleted == liveRev {
+		if r.deleted == liveOff {
 			live++
 		}
 		for _, x := range [...]sym{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel} {

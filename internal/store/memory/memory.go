@@ -67,6 +67,7 @@ type Store struct {
 
 	head    uint64
 	oldest  uint64  // oldest revision garbage collection has kept every record of
+	revBase uint64  // records keep their revisions as offsets from this; below oldest
 	commits []int64 // commit time (unix ns) of revisions oldest..head
 	schemas []schemaVersion
 	// feed holds the changes of recent revisions for watchers; appended under mu.
@@ -180,15 +181,21 @@ func (s *Store) checkRevisionLocked(rev uint64, now int64) error {
 	return nil
 }
 
-// commitLocked records a new head revision committed now and returns it.
-func (s *Store) commitLocked() uint64 {
+// commitLocked records a new head revision committed now and returns it; it fails
+// (changing nothing) only when the store retains too many revisions to address.
+func (s *Store) commitLocked() (uint64, error) {
+	if s.head+1-s.revBase >= revisionSpan {
+		if err := s.rebaseLocked(); err != nil {
+			return 0, err
+		}
+	}
 	now := s.opts.Now().UnixNano()
 	if last := s.commits[len(s.commits)-1]; now < last {
 		now = last // keep commit times ordered if the clock steps back
 	}
 	s.head++
 	s.commits = append(s.commits, now)
-	return s.head
+	return s.head, nil
 }
 
 // schemaAtLocked returns the schema text in force at rev.

@@ -339,7 +339,7 @@ func (q *query) forwardCostLocked(limit int) int {
 // included unless the caller's index already guarantees them.
 func (q *query) matchLocked(idx uint32, checkResource bool) bool {
 	r := q.s.recs.at(idx)
-	if !r.visibleAt(q.rev) || (!q.f.IncludeExpired && q.s.expiredAtLocked(r, q.now)) {
+	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.s.expiredAtLocked(r, q.now)) {
 		return false
 	}
 	if checkResource {

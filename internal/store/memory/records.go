@@ -9,8 +9,13 @@ import (
 	"github.com/latch-authz/latch/internal/rel"
 )
 
-// liveRev is the deleted revision of a record that has not been deleted.
-const liveRev = math.MaxUint64
+// liveOff is the deleted revision offset of a record that has not been deleted.
+const liveOff = math.MaxUint32
+
+// revisionSpan bounds how far a record's revisions may lie above the store's revBase:
+// offsets below it fit in 32 bits and never reach liveOff. A variable so that tests
+// can make rebasing frequent.
+var revisionSpan uint64 = liveOff - 1
 
 // record is one version of one relationship. Records hold no pointers: strings are
 // symbols, the caveat and expiration are an index into a side table and the index links are record
@@ -25,13 +30,15 @@ type record struct {
 	revNext uint32 // next record of the same reverse chain
 	older   uint32 // the previous version of the same relationship key
 
-	created uint64 // revision that wrote this version
-	deleted uint64 // revision that ended it; liveRev while it is current
+	// The revisions that wrote and ended this version, as offsets from Store.revBase:
+	// 32 bits where whole revisions take 64. created 0 marks a free slot; deleted is
+	// liveOff while the version is current.
+	created, deleted uint32
 }
 
-// visibleAt reports whether a reader at rev sees the record.
-func (r *record) visibleAt(rev uint64) bool {
-	return r.created <= rev && rev < r.deleted
+// visibleAt reports whether a reader at revision offset off sees the record.
+func (r *record) visibleAt(off uint32) bool {
+	return r.created <= off && off < r.deleted
 }
 
 // expiredAtLocked reports whether record r's expiration is at or before now (unix ns).
@@ -219,7 +226,7 @@ func (s *Store) currentLocked(k rel.Key) uint32 {
 	if !ok {
 		return 0
 	}
-	if idx := s.exact.get(&s.recs, e); idx != 0 && s.recs.at(idx).deleted == liveRev {
+	if idx := s.exact.get(&s.recs, e); idx != 0 && s.recs.at(idx).deleted == liveOff {
 		return idx
 	}
 	return 0
@@ -227,10 +234,11 @@ func (s *Store) currentLocked(k rel.Key) uint32 {
 
 // versionAtLocked returns the version of key e visible at rev, or 0.
 func (s *Store) versionAtLocked(e exactKey, rev uint64) uint32 {
+	off := s.offLocked(rev)
 	for idx := s.exact.get(&s.recs, e); idx != 0; idx = s.recs.at(idx).older {
 		r := s.recs.at(idx)
-		if r.created <= rev {
-			if rev < r.deleted {
+		if r.created <= off {
+			if off < r.deleted {
 				return idx
 			}
 			return 0
@@ -247,7 +255,7 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) {
 		resType: in.intern(x.Resource.Type), resID: in.intern(x.Resource.ID), relation: in.intern(x.Relation),
 		subjType: in.intern(x.Subject.Object.Type), subjID: in.intern(x.Subject.Object.ID),
 		subjRel: in.intern(x.Subject.Relation),
-		created: rev, deleted: liveRev,
+		created: s.offLocked(rev), deleted: liveOff,
 	}
 	expires := encodeExpiration(x.Expiration)
 	r.side = s.side.add(x.Caveat, expires)
@@ -320,7 +328,7 @@ func (s *Store) allocLocked() uint32 {
 // endLocked ends a live record at rev; it stays readable at older revisions until
 // garbage collection frees it.
 func (s *Store) endLocked(idx uint32, rev uint64) {
-	s.recs.at(idx).deleted = rev
+	s.recs.at(idx).deleted = s.offLocked(rev)
 	s.ended = append(s.ended, idx)
 	s.live--
 }

@@ -76,18 +76,18 @@ func (s *Store) historyLocked(after, through uint64) []store.Change {
 		if r.created == 0 {
 			continue // a free slot
 		}
-		if inRange(r.created) {
-			byRev[r.created] = append(byRev[r.created], store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(r)})
-			touched[at{r.created, r.exactKey()}] = true
+		if created := s.absLocked(r.created); inRange(created) {
+			byRev[created] = append(byRev[created], store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(r)})
+			touched[at{created, r.exactKey()}] = true
 		}
-		if r.deleted != liveRev && inRange(r.deleted) {
+		if r.deleted != liveOff && inRange(s.absLocked(r.deleted)) {
 			deleted = append(deleted, idx)
 		}
 	}
 	for _, idx := range deleted {
 		r := s.recs.at(idx)
-		if !touched[at{r.deleted, r.exactKey()}] {
-			byRev[r.deleted] = append(byRev[r.deleted], store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(r)})
+		if rev := s.absLocked(r.deleted); !touched[at{rev, r.exactKey()}] {
+			byRev[rev] = append(byRev[rev], store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(r)})
 		}
 	}
 	schema := map[uint64]bool{}

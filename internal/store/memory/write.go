@@ -41,7 +41,10 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rev := s.commitLocked()
+	rev, err := s.commitLocked()
+	if err != nil {
+		return 0, err
+	}
 	var changes []store.RelationshipChange
 	for _, u := range updates {
 		if c, ok := s.applyLocked(u, rev); ok {
@@ -195,7 +198,10 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rev := s.commitLocked()
+	rev, err := s.commitLocked()
+	if err != nil {
+		return 0, 0, false, err
+	}
 	changes := make([]store.RelationshipChange, 0, len(keys))
 	for _, k := range keys {
 		if cur := s.currentLocked(k); cur != 0 {
@@ -226,7 +232,10 @@ func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Val
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rev := s.commitLocked()
+	rev, err := s.commitLocked()
+	if err != nil {
+		return 0, err
+	}
 	s.schemas = append(s.schemas, schemaVersion{rev: rev, text: text})
 	s.publishLocked(rev, nil, true)
 	return store.Revision(rev), nil
