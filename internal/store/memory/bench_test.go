@@ -17,7 +17,6 @@ const (
 	benchRels      = 1_000_000
 	benchPerDoc    = 10
 	benchUsers     = benchRels / benchPerDoc // users per relationship stay the same at every size
-	benchGroups    = benchRels / 200
 	benchBatchSize = 10_000
 )
 

@@ -9,11 +9,11 @@ type chainIndex[K comparable] struct {
 	slots []chain // head 0: never filled; head deadSlot: deleted; length a power of 2
 	used  int
 	dead  int
-	keyOf func(*record) K
+	keyOf func(*recordPages, *record) K
 	hash  func(K) uint64
 }
 
-func newChainIndex[K comparable](keyOf func(*record) K, hash func(K) uint64) chainIndex[K] {
+func newChainIndex[K comparable](keyOf func(*recordPages, *record) K, hash func(K) uint64) chainIndex[K] {
 	return chainIndex[K]{keyOf: keyOf, hash: hash}
 }
 
@@ -28,7 +28,7 @@ func (x *chainIndex[K]) find(recs *recordPages, k K) int {
 			return -1
 		case deadSlot:
 		default:
-			if x.keyOf(recs.at(h)) == k {
+			if x.keyOf(recs, recs.at(h)) == k {
 				return i
 			}
 		}
@@ -77,7 +77,7 @@ func (x *chainIndex[K]) resize(recs *recordPages) {
 	x.slots, x.dead = make([]chain, tableSize(x.used)), 0
 	for _, c := range old {
 		if c.head != emptySlot && c.head != deadSlot {
-			x.place(x.hash(x.keyOf(recs.at(c.head))), c)
+			x.place(x.hash(x.keyOf(recs, recs.at(c.head))), c)
 		}
 	}
 }
@@ -96,7 +96,7 @@ func (x *chainIndex[K]) all(recs *recordPages) map[K]chain {
 	out := make(map[K]chain, x.used)
 	for _, c := range x.slots {
 		if c.head != emptySlot && c.head != deadSlot {
-			out[x.keyOf(recs.at(c.head))] = c
+			out[x.keyOf(recs, recs.at(c.head))] = c
 		}
 	}
 	return out

@@ -69,7 +69,7 @@ func (x *exactIndex) find(recs *recordPages, k exactKey) int {
 			return -1
 		case deadSlot:
 		default:
-			if recs.at(v).exactKey() == k {
+			if recs.exactKey(recs.at(v)) == k {
 				return i
 			}
 		}
@@ -119,7 +119,7 @@ func (x *exactIndex) resize(recs *recordPages) {
 	x.slots, x.dead = make([]uint32, tableSize(x.used)), 0
 	for _, v := range old {
 		if v != emptySlot && v != deadSlot {
-			x.place(x.hash(recs.at(v).exactKey()), v)
+			x.place(x.hash(recs.exactKey(recs.at(v))), v)
 		}
 	}
 }

@@ -139,9 +139,9 @@ func (s *Store) unlinkLocked(victims []uint32) {
 	ekeys := map[exactKey]struct{}{}
 	for _, idx := range victims {
 		r := s.recs.at(idx)
-		fkeys[r.fwdKey()] = struct{}{}
-		rkeys[r.revKey()] = struct{}{}
-		ekeys[r.exactKey()] = struct{}{}
+		fkeys[s.recs.fwdKey(r)] = struct{}{}
+		rkeys[s.recs.revKey(r)] = struct{}{}
+		ekeys[s.recs.exactKey(r)] = struct{}{}
 	}
 	for k := range fkeys {
 		old, _ := s.fwd.get(&s.recs, k)
@@ -204,14 +204,15 @@ func (s *Store) freeLocked(victims []uint32) {
 	touched := map[sym]struct{}{}
 	for _, idx := range victims {
 		r := s.recs.at(idx)
-		if t := s.types[r.resType]; t != nil {
-			t.rels = dropCount(t.rels, r.relation)
+		k := s.recs.exactKey(r)
+		if t := s.types[k.resType]; t != nil {
+			t.rels = dropCount(t.rels, k.relation)
 		}
-		if t := s.types[r.subjType]; t != nil {
-			t.srels = dropCount(t.srels, r.subjRel)
+		if t := s.types[k.subjType]; t != nil {
+			t.srels = dropCount(t.srels, k.subjRel)
 		}
-		touched[r.resType], touched[r.subjType] = struct{}{}, struct{}{}
-		for _, x := range [...]sym{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel} {
+		touched[k.resType], touched[k.subjType] = struct{}{}, struct{}{}
+		for _, x := range [...]sym{k.resType, k.resID, k.relation, k.subjType, k.subjID, k.subjRel} {
 			if s.in.release(x) {
 				unused = append(unused, x)
 			}

@@ -39,7 +39,7 @@ func (s *Store) invariantsLocked() error {
 	for k, c := range s.rev.all(&s.recs) {
 		n := uint32(0)
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
-			if !inUse(idx) || s.recs.at(idx).revKey() != k {
+			if !inUse(idx) || s.recs.revKey(s.recs.at(idx)) != k {
 				return fmt.Errorf("reverse chain %v holds record %d (%+v)", k, idx, *s.recs.at(idx))
 			}
 			seenRev[idx]++
@@ -54,14 +54,14 @@ func (s *Store) invariantsLocked() error {
 		return fmt.Errorf("exact index holds %d keys, says %d", len(heads), s.exact.used)
 	}
 	for _, head := range heads {
-		k := s.recs.at(head).exactKey()
+		k := s.recs.exactKey(s.recs.at(head))
 		if s.exact.get(&s.recs, k) != head {
 			return fmt.Errorf("exact index maps key %v to %d, holds %d", k, s.exact.get(&s.recs, k), head)
 		}
 		prevCreated := uint32(liveOff)
 		for idx := head; idx != 0; idx = s.recs.at(idx).older {
 			r := *s.recs.at(uint32(idx))
-			if !inUse(idx) || r.exactKey() != k || r.created >= prevCreated && prevCreated != liveOff || r.deleted > prevCreated && prevCreated != liveOff {
+			if !inUse(idx) || s.recs.exactKey(&r) != k || r.created >= prevCreated && prevCreated != liveOff || r.deleted > prevCreated && prevCreated != liveOff {
 				return fmt.Errorf("version chain %v holds record %d (%+v) out of order", k, idx, r)
 			}
 			prevCreated = r.created
@@ -83,7 +83,8 @@ func (s *Store) invariantsLocked() error {
 		if r.deleted == liveOff {
 			live++
 		}
-		for _, x := range [...]sym{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel} {
+		k := s.recs.exactKey(&r)
+		for _, x := range [...]sym{k.resType, k.resID, k.relation, k.subjType, k.subjID, k.subjRel} {
 			if x != 0 {
 				refs[x]++
 			}
@@ -103,7 +104,7 @@ func (s *Store) checkFwdLocked(seen map[uint32]int) error {
 	for k, c := range s.fwd.all(&s.recs) {
 		n := uint32(0)
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).fwdNext {
-			if s.recs.at(idx).fwdKey() != k || s.recs.at(idx).created == 0 {
+			if s.recs.fwdKey(s.recs.at(idx)) != k || s.recs.at(idx).created == 0 {
 				return fmt.Errorf("forward chain %v holds record %d (%+v)", k, idx, *s.recs.at(idx))
 			}
 			seen[idx]++
@@ -122,16 +123,17 @@ func (s *Store) checkCatalogueLocked() error {
 	srels := map[[2]sym]uint32{}
 	ids := map[sym]map[sym]bool{}
 	for idx := 1; idx < s.recs.len(); idx++ {
-		r := *s.recs.at(uint32(idx))
+		r := s.recs.at(uint32(idx))
 		if r.created == 0 {
 			continue
 		}
-		rels[[2]sym{r.resType, r.relation}]++
-		srels[[2]sym{r.subjType, r.subjRel}]++
-		if ids[r.resType] == nil {
-			ids[r.resType] = map[sym]bool{}
+		k := s.recs.exactKey(r)
+		rels[[2]sym{k.resType, k.relation}]++
+		srels[[2]sym{k.subjType, k.subjRel}]++
+		if ids[k.resType] == nil {
+			ids[k.resType] = map[sym]bool{}
 		}
-		ids[r.resType][r.resID] = true
+		ids[k.resType][k.resID] = true
 	}
 	for typ, info := range s.types {
 		if info.empty() {

@@ -97,8 +97,8 @@ func New(opts Options) *Store {
 	s := &Store{
 		opts:    opts,
 		in:      newInterner(),
-		fwd:     newChainIndex((*record).fwdKey, fwdKey.hash),
-		rev:     newChainIndex((*record).revKey, revKey.hash),
+		fwd:     newChainIndex((*recordPages).fwdKey, fwdKey.hash),
+		rev:     newChainIndex((*recordPages).revKey, revKey.hash),
 		exact:   newExactIndex(),
 		types:   map[sym]*typeInfo{},
 		head:    firstRevision,

@@ -186,14 +186,14 @@ func (q *query) exactGroupLocked(k fwdKey, idxs []uint32) []uint32 {
 // compareSubjects orders two records of one group by subject type, id and relation.
 func (s *Store) compareSubjects(a, b uint32) int {
 	ra, rb := s.recs.at(a), s.recs.at(b)
-	in := s.in
-	if c := strings.Compare(in.str(ra.subjType), in.str(rb.subjType)); c != 0 {
+	in, rp := s.in, &s.recs
+	if c := strings.Compare(in.str(rp.name(ra.subjType)), in.str(rp.name(rb.subjType))); c != 0 {
 		return c
 	}
 	if c := strings.Compare(in.str(ra.subjID), in.str(rb.subjID)); c != 0 {
 		return c
 	}
-	return strings.Compare(in.str(ra.subjRel), in.str(rb.subjRel))
+	return strings.Compare(in.str(rp.name(ra.subjRel)), in.str(rp.name(rb.subjRel)))
 }
 
 // compareGroup compares a group with the resource part of a cursor key.

@@ -338,12 +338,13 @@ func (q *query) forwardCostLocked(limit int) int {
 // matchLocked reports whether record idx is in the query's result, resource fields
 // included unless the caller's index already guarantees them.
 func (q *query) matchLocked(idx uint32, checkResource bool) bool {
-	r := q.s.recs.at(idx)
+	rp := &q.s.recs
+	r := rp.at(idx)
 	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.s.expiredAtLocked(r, q.now)) {
 		return false
 	}
 	if checkResource {
-		if q.f.ResourceType != "" && r.resType != q.rt {
+		if q.f.ResourceType != "" && rp.name(r.resType) != q.rt {
 			return false
 		}
 		if q.ridSet != nil && !hasSym(q.ridSet, r.resID) {
@@ -352,15 +353,15 @@ func (q *query) matchLocked(idx uint32, checkResource bool) bool {
 		if !strings.HasPrefix(q.s.in.str(r.resID), q.f.ResourceIDPrefix) {
 			return false
 		}
-		if !q.anyRel && r.relation != q.relation {
+		if !q.anyRel && rp.name(r.relation) != q.relation {
 			return false
 		}
 	}
 	if !q.subj {
 		return true
 	}
-	return (q.anySt || r.subjType == q.st) && (q.sidSet == nil || hasSym(q.sidSet, r.subjID)) &&
-		(q.anySrel || r.subjRel == q.srel)
+	return (q.anySt || rp.name(r.subjType) == q.st) && (q.sidSet == nil || hasSym(q.sidSet, r.subjID)) &&
+		(q.anySrel || rp.name(r.subjRel) == q.srel)
 }
 
 // hasSym reports whether the sorted set holds s.

@@ -17,13 +17,15 @@ const liveOff = math.MaxUint32
 // can make rebasing frequent.
 var revisionSpan uint64 = liveOff - 1
 
-// record is one version of one relationship. Records hold no pointers: strings are
-// symbols, the caveat and expiration are an index into a side table and the index links are record
-// indexes, so a million records cost the garbage collector nothing to scan. Record 0 is
-// never used, which lets 0 end every list.
+// record is one version of one relationship. Records hold no pointers: ids are
+// symbols, types and relations slots of the name table (recordPages.name), the caveat
+// and expiration an index into a side table and the index links record indexes, so a
+// million records cost the garbage collector nothing to scan. Record 0 is never used,
+// which lets 0 end every list.
 type record struct {
-	resType, resID, relation  sym
-	subjType, subjID, subjRel sym
+	resID, subjID sym
+	// Types and relations are few: 16-bit name slots where a symbol takes 32 bits.
+	resType, relation, subjType, subjRel nameSlot
 
 	side    uint32 // index into the side table (caveat, expiration); 0: neither
 	fwdNext uint32 // next record of the same forward chain
@@ -58,6 +60,34 @@ const (
 type recordPages struct {
 	pages [][]record
 	n     uint32 // slots handed out; slot 0 is reserved
+
+	names  []sym            // by name slot: the type and relation symbols records use
+	slotOf map[sym]nameSlot // inverse of names
+}
+
+// nameSlot is a type's or a relation's slot in recordPages.names. Slots are handed out
+// once and never reused; the symbol a slot holds stays valid while records use it.
+type nameSlot uint16
+
+// maxNames is how many distinct type and relation names a store can hold.
+const maxNames = 1 << 16
+
+// name is the symbol of a name slot.
+func (rp *recordPages) name(n nameSlot) sym { return rp.names[n] }
+
+// slot returns the name slot of symbol s, handing out a new one if needed; callers
+// have checked with newNames that one is left.
+func (rp *recordPages) slot(s sym) nameSlot {
+	if n, ok := rp.slotOf[s]; ok {
+		return n
+	}
+	if rp.slotOf == nil {
+		rp.slotOf = map[sym]nameSlot{}
+	}
+	n := nameSlot(len(rp.names))
+	rp.names = append(rp.names, s)
+	rp.slotOf[s] = n
+	return n
 }
 
 func (rp *recordPages) at(idx uint32) *record { return &rp.pages[idx>>pageBits][idx&pageMask] }
@@ -96,10 +126,16 @@ type exactKey struct {
 // planning uses as a cost.
 type chain struct{ head, n uint32 }
 
-func (r *record) fwdKey() fwdKey { return fwdKey{r.resType, r.resID, r.relation} }
-func (r *record) revKey() revKey { return revKey{r.subjType, r.subjID, r.resType, r.relation} }
-func (r *record) exactKey() exactKey {
-	return exactKey{r.resType, r.resID, r.relation, r.subjType, r.subjID, r.subjRel}
+func (rp *recordPages) fwdKey(r *record) fwdKey {
+	return fwdKey{rp.name(r.resType), r.resID, rp.name(r.relation)}
+}
+
+func (rp *recordPages) revKey(r *record) revKey {
+	return revKey{rp.name(r.subjType), r.subjID, rp.name(r.resType), rp.name(r.relation)}
+}
+
+func (rp *recordPages) exactKey(r *record) exactKey {
+	return exactKey{rp.name(r.resType), r.resID, rp.name(r.relation), rp.name(r.subjType), r.subjID, rp.name(r.subjRel)}
 }
 
 // symCount is a symbol with the number of records using it in some role.
@@ -180,13 +216,13 @@ var (
 // materializeLocked builds the relationship a record stores. Strings point into the
 // interner's arena; the caveat context is copied so callers may keep or change it.
 func (s *Store) materializeLocked(r *record) rel.Relationship {
-	in := s.in
+	in, rp := s.in, &s.recs
 	out := rel.Relationship{
-		Resource: rel.ObjectRef{Type: in.str(r.resType), ID: in.str(r.resID)},
-		Relation: in.str(r.relation),
+		Resource: rel.ObjectRef{Type: in.str(rp.name(r.resType)), ID: in.str(r.resID)},
+		Relation: in.str(rp.name(r.relation)),
 		Subject: rel.SubjectRef{
-			Object:   rel.ObjectRef{Type: in.str(r.subjType), ID: in.str(r.subjID)},
-			Relation: in.str(r.subjRel),
+			Object:   rel.ObjectRef{Type: in.str(rp.name(r.subjType)), ID: in.str(r.subjID)},
+			Relation: in.str(rp.name(r.subjRel)),
 		},
 	}
 	if r.side != 0 {
@@ -250,24 +286,24 @@ func (s *Store) versionAtLocked(e exactKey, rev uint64) uint32 {
 // insertLocked adds a live version of x written at rev. The key's previous version,
 // if any, must already have been ended.
 func (s *Store) insertLocked(x rel.Relationship, rev uint64) {
-	in := s.in
+	in, rp := s.in, &s.recs
 	r := record{
-		resType: in.intern(x.Resource.Type), resID: in.intern(x.Resource.ID), relation: in.intern(x.Relation),
-		subjType: in.intern(x.Subject.Object.Type), subjID: in.intern(x.Subject.Object.ID),
-		subjRel: in.intern(x.Subject.Relation),
+		resType: rp.slot(in.intern(x.Resource.Type)), resID: in.intern(x.Resource.ID), relation: rp.slot(in.intern(x.Relation)),
+		subjType: rp.slot(in.intern(x.Subject.Object.Type)), subjID: in.intern(x.Subject.Object.ID),
+		subjRel: rp.slot(in.intern(x.Subject.Relation)),
 		created: s.offLocked(rev), deleted: liveOff,
 	}
 	expires := encodeExpiration(x.Expiration)
 	r.side = s.side.add(x.Caveat, expires)
 	idx := s.allocLocked()
-	ek := r.exactKey()
+	ek := rp.exactKey(&r)
 	r.older = s.exact.get(&s.recs, ek)
 	s.exact.set(&s.recs, ek, idx)
 
-	fk := r.fwdKey()
+	fk := rp.fwdKey(&r)
 	fc, _ := s.fwd.get(&s.recs, fk)
 	r.fwdNext = fc.head
-	rk := r.revKey()
+	rk := rp.revKey(&r)
 	rc, _ := s.rev.get(&s.recs, rk)
 	r.revNext = rc.head
 	*s.recs.at(idx) = r // the chain indexes read a head's key from its record
@@ -284,13 +320,14 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) {
 // countLocked records the relation, subject relation and (for a new forward chain)
 // resource id of a new record in the type catalogue.
 func (s *Store) countLocked(r *record, newChain bool) {
-	rt := s.typeLocked(r.resType)
-	if newChain && !s.hasOtherChainLocked(rt, r.resType, r.resID, r.relation) {
+	rp := &s.recs
+	rt := s.typeLocked(rp.name(r.resType))
+	if newChain && !s.hasOtherChainLocked(rt, rp.name(r.resType), r.resID, rp.name(r.relation)) {
 		rt.ids.insert(s.in, r.resID)
 	}
-	rt.rels = addCount(s.in, rt.rels, r.relation)
-	st := s.typeLocked(r.subjType)
-	st.srels = addCount(s.in, st.srels, r.subjRel)
+	rt.rels = addCount(s.in, rt.rels, rp.name(r.relation))
+	st := s.typeLocked(rp.name(r.subjType))
+	st.srels = addCount(s.in, st.srels, rp.name(r.subjRel))
 }
 
 // hasOtherChainLocked reports whether resource (typ, id) has records through some

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +155,26 @@ func TestCaveatContextKinds(t *testing.T) {
 			t.Fatalf("caller's change reached the stored context: %v", c)
 		}
 	}
+}
+
+// TestTooManyNames: records keep types and relations in 16-bit name slots; a write
+// that would need more fails with a clear error and changes nothing.
+func TestTooManyNames(t *testing.T) {
+	s := New(Options{GCInterval: -1})
+	defer s.Close()
+	var rs []rel.Relationship
+	for i := range maxNames / 4 { // four new names each
+		rs = append(rs, relationship(fmt.Sprint("t", i), "a", fmt.Sprint("r", i), fmt.Sprint("s", i), "x", fmt.Sprint("m", i)))
+	}
+	mustWrite(t, s, store.Create, rs...)
+	head := s.head
+	_, err := s.Write(context.Background(), nil, []store.Update{{Op: store.Create, Relationship: relationship("t0", "b", "r0", "s0", "y", "newrel")}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "at most 65536 distinct type and relation names") {
+		t.Fatalf("write of a name past the limit: %v", err)
+	}
+	if s.head != head {
+		t.Fatal("the refused write committed a revision")
+	}
+	// Names already held still write.
+	mustWrite(t, s, store.Create, relationship("t0", "b", "r0", "s0", "y", "m0"))
 }

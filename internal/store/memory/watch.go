@@ -78,7 +78,7 @@ func (s *Store) historyLocked(after, through uint64) []store.Change {
 		}
 		if created := s.absLocked(r.created); inRange(created) {
 			byRev[created] = append(byRev[created], store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(r)})
-			touched[at{created, r.exactKey()}] = true
+			touched[at{created, s.recs.exactKey(r)}] = true
 		}
 		if r.deleted != liveOff && inRange(s.absLocked(r.deleted)) {
 			deleted = append(deleted, idx)
@@ -86,7 +86,7 @@ func (s *Store) historyLocked(after, through uint64) []store.Change {
 	}
 	for _, idx := range deleted {
 		r := s.recs.at(idx)
-		if rev := s.absLocked(r.deleted); !touched[at{rev, r.exactKey()}] {
+		if rev := s.absLocked(r.deleted); !touched[at{rev, s.recs.exactKey(r)}] {
 			byRev[rev] = append(byRev[rev], store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(r)})
 		}
 	}

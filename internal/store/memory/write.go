@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -120,6 +121,9 @@ func (s *Store) checkCreates(updates []store.Update) error {
 	if uint64(s.recs.len())+uint64(len(updates)) >= math.MaxUint32 {
 		return errors.New("the memory store cannot hold more than 4 billion relationship versions")
 	}
+	if err := s.checkNamesLocked(updates); err != nil {
+		return err
+	}
 	now := s.opts.Now().UnixNano()
 	for _, u := range updates {
 		if u.Op != store.Create {
@@ -128,6 +132,34 @@ func (s *Store) checkCreates(updates []store.Update) error {
 		if idx := s.currentLocked(u.Relationship.Key()); idx != 0 && !s.expiredAtLocked(s.recs.at(idx), now) {
 			return &store.AlreadyExistsError{Relationship: u.Relationship}
 		}
+	}
+	return nil
+}
+
+// checkNamesLocked fails when the updates name more new types and relations than the
+// name slots left (see recordPages.name).
+func (s *Store) checkNamesLocked(updates []store.Update) error {
+	left := maxNames - len(s.recs.names)
+	if left >= 4*len(updates) {
+		return nil // even all new, they fit
+	}
+	fresh := map[string]bool{}
+	for _, u := range updates {
+		if u.Op == store.Delete {
+			continue
+		}
+		r := u.Relationship
+		for _, n := range [...]string{r.Resource.Type, r.Relation, r.Subject.Object.Type, r.Subject.Relation} {
+			if sy, ok := s.in.lookup(n); ok {
+				if _, ok := s.recs.slotOf[sy]; ok {
+					continue
+				}
+			}
+			fresh[n] = true
+		}
+	}
+	if len(fresh) > left {
+		return fmt.Errorf("the memory store holds at most %d distinct type and relation names; this write adds %d to %d", maxNames, len(fresh), len(s.recs.names))
 	}
 	return nil
 }
