@@ -72,6 +72,10 @@ func (s *Store) GC(ctx context.Context) (GCResult, error) {
 	}
 	n, err = s.collectExpired(ctx, cutoff)
 	res.Relationships += n
+	// Idle iterators opened before the collection would still show what it removed
+	// (long-expired relationships, to readers asking for them); queries from now on get
+	// fresh ones.
+	s.iters.drop()
 	if err != nil {
 		return res, err
 	}

@@ -106,6 +106,9 @@ type Store struct {
 	// in revision order, read up to head.
 	feed *changefeed.Feed
 
+	// iters keeps query iterators for reuse.
+	iters iterPool
+
 	// lifeMu guards users and closed: Close waits for every operation using the
 	// database to end before closing it.
 	lifeMu  sync.Mutex
@@ -400,6 +403,7 @@ func (s *Store) Close() error {
 			s.idle.Wait()
 		}
 		s.lifeMu.Unlock()
+		s.iters.close()
 		err = s.db.Close()
 		if lerr := s.lock.Close(); err == nil {
 			err = lerr

@@ -60,7 +60,7 @@ func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOpti
 			yield(store.Item{}, err)
 			return
 		}
-		defer q.it.Close()
+		defer r.s.iters.put(q.pit)
 		if q.empty {
 			return
 		}
@@ -97,7 +97,8 @@ type query struct {
 	limit int
 	codec store.CursorCodec
 	yield func(store.Item, error) bool
-	it    *pebble.Iterator
+	pit   pooledIter
+	it    *pebble.Iterator // pit.it
 
 	// after is the forward logical key of the cursor: results are strictly after it.
 	// afterSeek sorts after every version of it and before any later key.
@@ -117,9 +118,10 @@ type query struct {
 	err     error
 }
 
-// newQuery compiles f, decodes the cursor and opens the iterator. The revision is
-// checked after the iterator exists: the collector raises oldest before it deletes,
-// so an iterator opened while rev was still retained sees all of rev.
+// newQuery compiles f, decodes the cursor and takes an iterator from the pool. The
+// revision is checked after the iterator exists: the collector raises oldest before it
+// deletes, so an iterator opened while rev was still retained (as every one that
+// passes the check was) sees all of rev.
 func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions, yield func(store.Item, error) bool) (*query, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -135,15 +137,15 @@ func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts s
 		q.afterSeek = append(bytes.Clone(q.after), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 	}
 	q.compile()
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte{tagForward}, UpperBound: []byte{tagReverse + 1}})
+	pit, err := s.iters.get(s, rev)
 	if err != nil {
 		return nil, err
 	}
 	if rev < s.oldest.Load() {
-		_ = it.Close()
+		s.iters.put(pit)
 		return nil, store.ErrRevisionGone
 	}
-	q.it = it
+	q.pit, q.it = pit, pit.it
 	return q, nil
 }
 
