@@ -226,8 +226,10 @@ func dirSize(t testing.TB, dir string) int64 {
 }
 
 // BenchmarkQuery measures the query shapes the engine sends, over 200,000
-// relationships: a check (one resource, one subject), an arrow step (100 resources
-// of one relation) and a reverse lookup (the resources of 10 subjects).
+// relationships: a check (one resource and one subject; also three resources, and the
+// one-resource check from parallel goroutines, as the engine sends many at once), an
+// arrow step (100 resources of one relation) and a reverse lookup (the resources of 10
+// subjects).
 func BenchmarkQuery(b *testing.B) {
 	ctx := context.Background()
 	s := openTest(b, Options{GCInterval: -1})
@@ -247,12 +249,18 @@ func BenchmarkQuery(b *testing.B) {
 		users = append(users, "user-"+strconv.Itoa(i*7919%100000))
 	}
 	first := readAll(b, s, rev, store.Filter{ResourceType: "document", ResourceIDs: docs[:1]})[0]
+	check := store.Filter{
+		ResourceType: "document", ResourceIDs: docs[:1], Relation: "viewer",
+		Subject: &store.SubjectFilter{Type: "user", IDs: []string{first.Subject.Object.ID}},
+	}
+	check3 := check
+	check3.ResourceIDs = docs[:3]
 	for _, c := range []struct {
 		name string
 		f    store.Filter
 	}{
-		{"check", store.Filter{ResourceType: "document", ResourceIDs: docs[:1], Relation: "viewer",
-			Subject: &store.SubjectFilter{Type: "user", IDs: []string{first.Subject.Object.ID}}}},
+		{"check", check},
+		{"check3", check3},
 		{"arrow100", store.Filter{ResourceType: "document", ResourceIDs: docs, Relation: "viewer"}},
 		{"reverse10", store.Filter{ResourceType: "document", Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: users}}},
 	} {
@@ -273,6 +281,19 @@ func BenchmarkQuery(b *testing.B) {
 			b.ReportMetric(float64(n)/float64(b.N), "results/op")
 		})
 	}
+	b.Run("check-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				for _, err := range r.Query(ctx, check, store.QueryOptions{}) {
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		})
+	})
 }
 
 // BenchmarkWrite measures durable single-relationship writes, one writer at a time

@@ -72,9 +72,9 @@ func (s *Store) GC(ctx context.Context) (GCResult, error) {
 	}
 	n, err = s.collectExpired(ctx, cutoff)
 	res.Relationships += n
-	// Idle iterators opened before the collection would still show what it removed
-	// (long-expired relationships, to readers asking for them); queries from now on get
-	// fresh ones.
+	// Iterators opened before the collection, idle or still in use, would show what it
+	// removed (long-expired relationships, to readers asking for them); queries from
+	// now on get iterators opened after it.
 	s.iters.drop()
 	if err != nil {
 		return res, err

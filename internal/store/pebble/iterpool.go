@@ -2,20 +2,21 @@ package pebble
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
-const (
-	// maxIdleIters bounds the iterators kept for reuse: about as many as queries run
-	// at once.
-	maxIdleIters = 16
-	// maxIterAge is how long an iterator may be reused. An iterator pins the memtables
-	// and tables it reads, so old ones are closed rather than kept.
-	maxIterAge = time.Second
-)
+// maxIdleIters bounds the iterators kept for reuse: about as many as queries run at
+// once.
+const maxIdleIters = 16
+
+// maxIterAge is how long an iterator may be reused. An iterator pins the memtables and
+// tables it reads, so old ones are closed rather than kept. A variable so that tests
+// can shorten it.
+var maxIterAge = time.Second
 
 // iterPool keeps idle query iterators for reuse: opening a Pebble iterator costs more
 // than the few seeks of a typical query. An iterator reads the database as of its
@@ -24,13 +25,17 @@ const (
 // queries at every revision up to h.
 type iterPool struct {
 	mu     sync.Mutex
-	idle   []pooledIter // guarded by mu; oldest first
+	idle   []pooledIter // guarded by mu; in the order they were returned
+	gen    uint64       // guarded by mu; raised by drop: older iterators are not kept
+	sweep  *time.Timer  // guarded by mu; closes expired iterators of an idle store
+	armed  bool         // guarded by mu; sweep is due to run
 	closed bool         // guarded by mu
 }
 
 type pooledIter struct {
 	it     *pebble.Iterator
 	head   uint64 // the head revision before the iterator was opened
+	gen    uint64 // the pool's generation before the iterator was opened
 	opened time.Time
 }
 
@@ -41,52 +46,110 @@ func (p *iterPool) get(s *Store, rev uint64) (pooledIter, error) {
 	p.mu.Lock()
 	for i := len(p.idle) - 1; i >= 0; i-- {
 		if pi := p.idle[i]; pi.head >= rev && now.Sub(pi.opened) < maxIterAge {
-			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.idle = slices.Delete(p.idle, i, i+1)
 			p.mu.Unlock()
 			pi.it.ResetStats()
 			return pi, nil
 		}
 	}
+	gen := p.gen
 	p.mu.Unlock()
 	head := s.head.Load()
 	it, err := s.db.NewIterWithContext(context.Background(), &pebble.IterOptions{LowerBound: []byte{tagForward}, UpperBound: []byte{tagReverse + 1}})
 	if err != nil {
 		return pooledIter{}, err
 	}
-	return pooledIter{it: it, head: head, opened: now}, nil
+	return pooledIter{it: it, head: head, gen: gen, opened: now}, nil
 }
 
-// put returns an iterator after use: kept when it is healthy, young and there is
-// room, closed otherwise. Iterators past their age are closed on the way.
+// put returns an iterator after use: kept when it is healthy, young and of the
+// current generation, closed otherwise. When the pool is full it replaces the oldest
+// idle iterator, which serves fewer revisions and pins older data. Iterators past
+// their age are closed on the way.
 func (p *iterPool) put(pi pooledIter) {
 	now := time.Now()
-	var expired []*pebble.Iterator
 	p.mu.Lock()
-	n := 0
-	for _, x := range p.idle {
-		if now.Sub(x.opened) < maxIterAge {
-			p.idle[n] = x
-			n++
-		} else {
-			expired = append(expired, x.it)
+	closing := p.takeExpiredLocked(now)
+	keep := !p.closed && pi.gen == p.gen && now.Sub(pi.opened) < maxIterAge && pi.it.Error() == nil
+	if keep && len(p.idle) >= maxIdleIters {
+		i := p.oldestLocked()
+		if keep = p.idle[i].opened.Before(pi.opened); keep {
+			closing = append(closing, p.idle[i].it)
+			p.idle = slices.Delete(p.idle, i, i+1)
 		}
 	}
-	clear(p.idle[n:])
-	p.idle = p.idle[:n]
-	keep := !p.closed && len(p.idle) < maxIdleIters && now.Sub(pi.opened) < maxIterAge && pi.it.Error() == nil
 	if keep {
 		p.idle = append(p.idle, pi)
+		p.armLocked()
+	} else {
+		closing = append(closing, pi.it)
 	}
 	p.mu.Unlock()
-	if !keep {
-		expired = append(expired, pi.it)
-	}
-	for _, it := range expired {
+	for _, it := range closing {
 		_ = it.Close()
 	}
 }
 
-// drop closes the idle iterators.
+// takeExpiredLocked removes the idle iterators past their age and returns them.
+func (p *iterPool) takeExpiredLocked(now time.Time) []*pebble.Iterator {
+	var expired []*pebble.Iterator
+	p.idle = slices.DeleteFunc(p.idle, func(pi pooledIter) bool {
+		if now.Sub(pi.opened) < maxIterAge {
+			return false
+		}
+		expired = append(expired, pi.it)
+		return true
+	})
+	return expired
+}
+
+// oldestLocked returns the index of the idle iterator opened first; the pool is not
+// empty.
+func (p *iterPool) oldestLocked() int {
+	oldest := 0
+	for i, pi := range p.idle {
+		if pi.opened.Before(p.idle[oldest].opened) {
+			oldest = i
+		}
+	}
+	return oldest
+}
+
+// armLocked schedules a sweep unless one is due: without it, the iterators left idle
+// when queries stop would pin their memtables and tables until the next query.
+func (p *iterPool) armLocked() {
+	if p.armed {
+		return
+	}
+	p.armed = true
+	if p.sweep == nil {
+		p.sweep = time.AfterFunc(maxIterAge, p.sweepIdle)
+	} else {
+		p.sweep.Reset(maxIterAge)
+	}
+}
+
+// sweepIdle closes the expired idle iterators and comes back while some remain, so an
+// idle iterator lives at most twice maxIterAge. It closes them holding mu: the store
+// closes the pool before the database, and close must not return while an iterator
+// is being closed here.
+func (p *iterPool) sweepIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = false
+	if p.closed {
+		return
+	}
+	for _, it := range p.takeExpiredLocked(time.Now()) {
+		_ = it.Close()
+	}
+	if len(p.idle) > 0 {
+		p.armLocked()
+	}
+}
+
+// drop closes the idle iterators and makes put close those in use, so that every
+// later query sees what the collector removed.
 func (p *iterPool) drop() { p.closeIdle(false) }
 
 // close closes the idle iterators and makes put close the rest; the store calls it
@@ -97,7 +160,11 @@ func (p *iterPool) closeIdle(closed bool) {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil
+	p.gen++
 	p.closed = p.closed || closed
+	if p.closed && p.sweep != nil {
+		p.sweep.Stop()
+	}
 	p.mu.Unlock()
 	for _, pi := range idle {
 		_ = pi.it.Close()

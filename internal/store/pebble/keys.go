@@ -205,15 +205,6 @@ func relKey(f *fields) rel.Key {
 		SubjectType: out[3], SubjectID: out[4], SubjectRelation: out[5]}
 }
 
-// forwardFromFields appends the forward version key of f created at rev.
-func forwardFromFields(dst []byte, f *fields, created uint64) []byte {
-	dst = append(dst, tagForward)
-	for _, b := range f {
-		dst = append(append(dst, b...), 0)
-	}
-	return appendVersion(dst, created)
-}
-
 // reverseFromFields appends the reverse version key of f created at rev.
 func reverseFromFields(dst []byte, f *fields, created uint64) []byte {
 	dst = append(dst, tagReverse)

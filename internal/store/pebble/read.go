@@ -55,12 +55,12 @@ func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOpti
 			return
 		}
 		defer r.s.release()
-		q, err := r.s.newQuery(ctx, r.rev, f, opts, yield)
+		q, pit, err := r.s.newQuery(ctx, r.rev, f, opts, yield)
 		if err != nil {
 			yield(store.Item{}, err)
 			return
 		}
-		defer r.s.iters.put(q.pit)
+		defer r.s.iters.put(pit)
 		if q.empty {
 			return
 		}
@@ -97,8 +97,7 @@ type query struct {
 	limit int
 	codec store.CursorCodec
 	yield func(store.Item, error) bool
-	pit   pooledIter
-	it    *pebble.Iterator // pit.it
+	it    *pebble.Iterator
 
 	// after is the forward logical key of the cursor: results are strictly after it.
 	// afterSeek sorts after every version of it and before any later key.
@@ -118,20 +117,21 @@ type query struct {
 	err     error
 }
 
-// newQuery compiles f, decodes the cursor and takes an iterator from the pool. The
-// revision is checked after the iterator exists: the collector raises oldest before it
-// deletes, so an iterator opened while rev was still retained (as every one that
-// passes the check was) sees all of rev.
-func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions, yield func(store.Item, error) bool) (*query, error) {
+// newQuery compiles f, decodes the cursor and takes an iterator from the pool, which
+// the caller puts back (the pool's bookkeeping stays out of query, to keep each
+// query's allocation small). The revision is checked after the iterator exists: the
+// collector raises oldest before it deletes, so an iterator opened while rev was still
+// retained (as every one that passes the check was) sees all of rev.
+func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions, yield func(store.Item, error) bool) (*query, pooledIter, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, pooledIter{}, err
 	}
 	q := &query{s: s, ctx: ctx, rev: rev, now: expiryOf(s.opts.Now()), f: f, limit: max(opts.Limit, 0),
 		codec: store.NewCursorCodec(f), yield: yield}
 	if opts.After != "" {
 		k, err := q.codec.Decode(opts.After)
 		if err != nil {
-			return nil, err
+			return nil, pooledIter{}, err
 		}
 		q.after = appendForward(nil, k)
 		q.afterSeek = append(bytes.Clone(q.after), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
@@ -139,14 +139,14 @@ func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts s
 	q.compile()
 	pit, err := s.iters.get(s, rev)
 	if err != nil {
-		return nil, err
+		return nil, pooledIter{}, err
 	}
 	if rev < s.oldest.Load() {
 		s.iters.put(pit)
-		return nil, store.ErrRevisionGone
+		return nil, pooledIter{}, store.ErrRevisionGone
 	}
-	q.pit, q.it = pit, pit.it
-	return q, nil
+	q.it = pit.it
+	return q, pit, nil
 }
 
 // compile prepares the id sets and notes filters that cannot match anything.
