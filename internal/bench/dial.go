@@ -96,8 +96,10 @@ const InProcessKey = "latch-bench-in-process"
 // StartLatch starts a latch server with the memory datastore on 127.0.0.1:0 inside
 // this process. stop shuts it down and waits for it.
 func StartLatch(ctx context.Context) (e Endpoint, stop func(), err error) {
-	srv, err := server.New(server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", PresharedKeys: []string{InProcessKey},
-		DatastoreEngine: "memory", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(server.Config{
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", PresharedKeys: []string{InProcessKey},
+		DatastoreEngine: "memory", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		return e, nil, fmt.Errorf("starting an in-process latch: %w", err)
 	}

@@ -68,8 +68,10 @@ func newPlan(w *Workload) *plan {
 	return p
 }
 
-var minimizeLatency = &v1.Consistency{Requirement: &v1.Consistency_MinimizeLatency{MinimizeLatency: true}}
-var fullyConsistent = &v1.Consistency{Requirement: &v1.Consistency_FullyConsistent{FullyConsistent: true}}
+var (
+	minimizeLatency = &v1.Consistency{Requirement: &v1.Consistency_MinimizeLatency{MinimizeLatency: true}}
+	fullyConsistent = &v1.Consistency{Requirement: &v1.Consistency_FullyConsistent{FullyConsistent: true}}
+)
 
 func (p *plan) consistency(level string) *v1.Consistency {
 	switch level {
@@ -225,8 +227,10 @@ func (wk *grpcWorker) lookupResources(c v1.PermissionsServiceClient, s Step) fun
 
 func (wk *grpcWorker) lookupSubjects(c v1.PermissionsServiceClient, s Step) func(context.Context) error {
 	res := wk.drawer(s.Resource)
-	req := &v1.LookupSubjectsRequest{Resource: objRef(s.Resource), Permission: s.Permission,
-		SubjectObjectType: s.Subject.Type, OptionalSubjectRelation: s.Subject.Relation}
+	req := &v1.LookupSubjectsRequest{
+		Resource: objRef(s.Resource), Permission: s.Permission,
+		SubjectObjectType: s.Subject.Type, OptionalSubjectRelation: s.Subject.Relation,
+	}
 	return func(ctx context.Context) error {
 		req.Resource.ObjectId = res.id()
 		req.Consistency = wk.p.consistency(s.Consistency)

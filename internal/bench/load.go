@@ -172,8 +172,10 @@ func relToV1(r rel.Relationship) *v1.Relationship {
 	out := &v1.Relationship{
 		Resource: &v1.ObjectReference{ObjectType: r.Resource.Type, ObjectId: r.Resource.ID},
 		Relation: r.Relation,
-		Subject: &v1.SubjectReference{Object: &v1.ObjectReference{ObjectType: r.Subject.Object.Type, ObjectId: r.Subject.Object.ID},
-			OptionalRelation: r.Subject.Relation},
+		Subject: &v1.SubjectReference{
+			Object:           &v1.ObjectReference{ObjectType: r.Subject.Object.Type, ObjectId: r.Subject.Object.ID},
+			OptionalRelation: r.Subject.Relation,
+		},
 	}
 	if r.Caveat != nil {
 		ctx, _ := structpb.NewStruct(r.Caveat.Context) // generated contexts are JSON values

@@ -40,8 +40,10 @@ func newPermifyWorker(p *plan, t *PermifyTarget, client *http.Client, seed uint6
 	if tenant == "" {
 		tenant = "t1"
 	}
-	wk := &permifyWorker{p: p, rnd: rand.New(rand.NewPCG(seed, uint64(id)+1)), client: client, token: t.Token,
-		url: strings.TrimRight(t.URL, "/") + "/v1/tenants/" + tenant + "/permissions/check"}
+	wk := &permifyWorker{
+		p: p, rnd: rand.New(rand.NewPCG(seed, uint64(id)+1)), client: client, token: t.Token,
+		url: strings.TrimRight(t.URL, "/") + "/v1/tenants/" + tenant + "/permissions/check",
+	}
 	g := &grpcWorker{p: p, rnd: wk.rnd} // shares the id drawing and step picking
 	for _, s := range p.w.Steps {
 		res, sub := g.drawer(s.Resource), g.drawer(s.Subject)

@@ -77,8 +77,10 @@ func (pr *phaseRun) result(w *Workload, cpu CPU, server *ServerMetrics) PhaseRes
 	if n := len(pr.rec.series); n > 0 {
 		secs = max(pr.rec.series[n-1].T, 1e-9)
 	}
-	out := PhaseResult{Name: pr.p.Name, Load: pr.p.Load.String(), Duration: secs, Scheduled: pr.scheduled.Load(),
-		Dropped: pr.dropped.Load(), Series: pr.rec.series, GeneratorCPU: cpu, Server: server}
+	out := PhaseResult{
+		Name: pr.p.Name, Load: pr.p.Load.String(), Duration: secs, Scheduled: pr.scheduled.Load(),
+		Dropped: pr.dropped.Load(), Series: pr.rec.series, GeneratorCPU: cpu, Server: server,
+	}
 	all := newHistogram(3)
 	var allCodes [numCodes]int64
 	for i, s := range w.Steps {
@@ -101,8 +103,10 @@ func stepResult(name, typ string, h *hdr.Histogram, codes [numCodes]int64, secs 
 		}
 	}
 	if r.Count > 0 {
-		r.Latency = Latency{Mean: h.Mean() / 1000, P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)),
-			P95: ms(h.ValueAtQuantile(95)), P99: ms(h.ValueAtQuantile(99)), P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max())}
+		r.Latency = Latency{
+			Mean: h.Mean() / 1000, P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)),
+			P95: ms(h.ValueAtQuantile(95)), P99: ms(h.ValueAtQuantile(99)), P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()),
+		}
 	}
 	return r
 }

@@ -40,8 +40,10 @@ func TestOpenModelCountsDroppedIterations(t *testing.T) {
 	// 400 arrivals/s for 0.5 s = 200 arrivals; 2 workers of 20 ms each can start at
 	// most about 50 of them, so about 150 must be dropped, and none may vanish.
 	ph := Phase{Name: "open", Duration: 500 * time.Millisecond, Load: LoadModel{Open: true, StartRate: 400, MaxInFlight: 2}}
-	pr := &phaseRun{p: ph, rec: newRecorder([]string{"s"}, 2), interval: 100 * time.Millisecond,
-		newWorker: func(int) worker { return sleeper{d: 20 * time.Millisecond, calls: &calls} }}
+	pr := &phaseRun{
+		p: ph, rec: newRecorder([]string{"s"}, 2), interval: 100 * time.Millisecond,
+		newWorker: func(int) worker { return sleeper{d: 20 * time.Millisecond, calls: &calls} },
+	}
 	pr.run(context.Background())
 	started, dropped, scheduled := calls.Load(), pr.dropped.Load(), pr.scheduled.Load()
 	if scheduled != 200 {
@@ -62,10 +64,14 @@ func TestOpenModelCountsDroppedIterations(t *testing.T) {
 func TestOpenModelWithCapacityDropsNothing(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var calls atomic.Int64
-	ph := Phase{Name: "open", Duration: 300 * time.Millisecond, Load: LoadModel{Open: true, StartRate: 100,
-		Stages: []Stage{{Target: 300, Duration: 300 * time.Millisecond}}, MaxInFlight: 20}}
-	pr := &phaseRun{p: ph, rec: newRecorder([]string{"s"}, 2), interval: 100 * time.Millisecond,
-		newWorker: func(int) worker { return sleeper{d: time.Millisecond, calls: &calls} }}
+	ph := Phase{Name: "open", Duration: 300 * time.Millisecond, Load: LoadModel{
+		Open: true, StartRate: 100,
+		Stages: []Stage{{Target: 300, Duration: 300 * time.Millisecond}}, MaxInFlight: 20,
+	}}
+	pr := &phaseRun{
+		p: ph, rec: newRecorder([]string{"s"}, 2), interval: 100 * time.Millisecond,
+		newWorker: func(int) worker { return sleeper{d: time.Millisecond, calls: &calls} },
+	}
 	pr.run(context.Background())
 	// 20 idle workers for 1 ms requests at under one arrival per 3 ms: nothing should
 	// drop, but a machine busy with other work may leave a worker unscheduled now and then.
@@ -79,10 +85,12 @@ func TestClosedModelKeepsInFlightAndRecordsErrors(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var calls, inFlight, most atomic.Int64
 	ph := Phase{Name: "closed", Duration: 300 * time.Millisecond, Load: LoadModel{InFlight: 4}}
-	pr := &phaseRun{p: ph, rec: newRecorder([]string{"s"}, 2), interval: 100 * time.Millisecond,
+	pr := &phaseRun{
+		p: ph, rec: newRecorder([]string{"s"}, 2), interval: 100 * time.Millisecond,
 		newWorker: func(int) worker {
 			return sleeper{d: 10 * time.Millisecond, err: status.Error(codes.Unavailable, "down"), calls: &calls, inFlight: &inFlight, most: &most}
-		}}
+		},
+	}
 	pr.run(context.Background())
 	// 4 workers × 300 ms / 10 ms is at most about 120 calls (fewer on a busy machine).
 	if n := calls.Load(); n < 8 || n > 124 {

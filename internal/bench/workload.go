@@ -233,10 +233,12 @@ func (w *Workload) parseStep(n *yaml.Node) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	s := Step{Name: o.str("name", ""), Type: o.str("type", ""), Weight: o.integer("weight", 1),
+	s := Step{
+		Name: o.str("name", ""), Type: o.str("type", ""), Weight: o.integer("weight", 1),
 		Permission: o.str("permission", ""), Relation: o.str("relation", ""),
 		Consistency: o.str("consistency", "minimize_latency"), Items: o.integer("items", 0),
-		Limit: o.integer("limit", 0), Operation: o.str("operation", "touch"), Line: n.Line}
+		Limit: o.integer("limit", 0), Operation: o.str("operation", "touch"), Line: n.Line,
+	}
 	if o.err != nil {
 		return s, o.err
 	}

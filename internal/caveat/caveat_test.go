@@ -112,9 +112,16 @@ func TestConvertErrorsNameTheParameter(t *testing.T) {
 		param string
 		value any
 	}{
-		{"n int", "many"}, {"n int", 1.5}, {"n uint", float64(-1)}, {"b bool", "yes"},
-		{"t timestamp", "yesterday"}, {"d duration", 5.0}, {"ip ipaddress", "10.0.0.300"},
-		{"l list<int>", []any{1.0, "x"}}, {"m map<bool>", []any{}}, {"by bytes", "%%%"},
+		{"n int", "many"},
+		{"n int", 1.5},
+		{"n uint", float64(-1)},
+		{"b bool", "yes"},
+		{"t timestamp", "yesterday"},
+		{"d duration", 5.0},
+		{"ip ipaddress", "10.0.0.300"},
+		{"l list<int>", []any{1.0, "x"}},
+		{"m map<bool>", []any{}},
+		{"by bytes", "%%%"},
 	} {
 		name, typ, _ := strings.Cut(tc.param, " ")
 		c := compile(t, "true", tc.param)

@@ -70,8 +70,10 @@ func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic)
 		return nil, diags
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
-		return nil, []Diagnostic{{Line: 1, Col: 1,
-			Msg: fmt.Sprintf("caveat expression must be a boolean, but it is of type %s", ast.OutputType())}}
+		return nil, []Diagnostic{{
+			Line: 1, Col: 1,
+			Msg: fmt.Sprintf("caveat expression must be a boolean, but it is of type %s", ast.OutputType()),
+		}}
 	}
 	prog, err := env.Program(ast,
 		cel.EvalOptions(cel.OptPartialEval, cel.OptTrackCost),

@@ -225,8 +225,10 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 		}
 	}
 	if cfg.PermifyURL != "" {
-		return runAndReport(ctx, cfg, w, bench.Options{Seed: cfg.Seed, Target: "Permify API at " + cfg.PermifyURL, MetricsURL: cfg.MetricsURL,
-			Permify: &bench.PermifyTarget{URL: cfg.PermifyURL, Tenant: cfg.Tenant, Token: cfg.Client.Token}}, env)
+		return runAndReport(ctx, cfg, w, bench.Options{
+			Seed: cfg.Seed, Target: "Permify API at " + cfg.PermifyURL, MetricsURL: cfg.MetricsURL,
+			Permify: &bench.PermifyTarget{URL: cfg.PermifyURL, Tenant: cfg.Tenant, Token: cfg.Client.Token},
+		}, env)
 	}
 	ep, stop, err := benchTarget(ctx, cfg, w, env)
 	if err != nil {

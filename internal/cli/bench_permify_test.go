@@ -31,8 +31,10 @@ phases:
 
 // TestBenchRunAgainstPermifyAPI drives a latch server's Permify HTTP API.
 func TestBenchRunAgainstPermifyAPI(t *testing.T) {
-	srv, err := server.New(server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", PresharedKeys: []string{"k"},
-		DatastoreEngine: "memory", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(server.Config{
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", PresharedKeys: []string{"k"},
+		DatastoreEngine: "memory", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

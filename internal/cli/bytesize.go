@@ -42,8 +42,15 @@ var byteUnits = []struct {
 	suffix string
 	scale  int64
 }{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+	{"KiB", 1 << 10},
+	{"MiB", 1 << 20},
+	{"GiB", 1 << 30},
+	{"TiB", 1 << 40},
+	{"KB", 1e3},
+	{"MB", 1e6},
+	{"GB", 1e9},
+	{"TB", 1e12},
+	{"B", 1},
 }
 
 // parseByteSize reads a byte size; memory reports the bytes a percentage is taken of.

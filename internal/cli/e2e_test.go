@@ -190,8 +190,10 @@ func TestServe(t *testing.T) {
 	done := make(chan int, 1)
 	dataDir := t.TempDir()
 	go func() {
-		done <- Main(ctx, []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir, "--metrics-addr", "127.0.0.1:0",
-			"--log-level", "debug", "--log-format", "json"},
+		done <- Main(ctx, []string{
+			"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir, "--metrics-addr", "127.0.0.1:0",
+			"--log-level", "debug", "--log-format", "json",
+		},
 			Env{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
 	}()
 	m := waitFor(t, &out, regexp.MustCompile(`export LATCH_TOKEN=(\S+) LATCH_ENDPOINT=(\S+)`))

@@ -94,8 +94,10 @@ page is read at the revision of the first.`,
 				return err
 			}
 			defer c.Close()
-			req := &v1.LookupResourcesRequest{Consistency: cons, ResourceObjectType: args[0], Permission: args[1],
-				Subject: subjectToV1(subject), Context: ctx, OptionalLimit: limit}
+			req := &v1.LookupResourcesRequest{
+				Consistency: cons, ResourceObjectType: args[0], Permission: args[1],
+				Subject: subjectToV1(subject), Context: ctx, OptionalLimit: limit,
+			}
 			for {
 				stream, err := c.LookupResources(cmd.Context(), req)
 				if err != nil {
@@ -155,8 +157,10 @@ revision of the first.`,
 				return err
 			}
 			defer c.Close()
-			req := &v1.LookupSubjectsRequest{Consistency: cons, Resource: objectToV1(resource), Permission: args[1],
-				SubjectObjectType: subjectType, OptionalSubjectRelation: subjectRel, Context: ctx, OptionalConcreteLimit: limit}
+			req := &v1.LookupSubjectsRequest{
+				Consistency: cons, Resource: objectToV1(resource), Permission: args[1],
+				SubjectObjectType: subjectType, OptionalSubjectRelation: subjectRel, Context: ctx, OptionalConcreteLimit: limit,
+			}
 			for {
 				concrete, err := lookupSubjectsPage(cmd, c, req, env.Out)
 				if err != nil {

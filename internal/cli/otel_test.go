@@ -64,9 +64,11 @@ func TestServeExportsTraces(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-", "--datastore-engine", "memory", "--metrics-addr", "-",
+		done <- Main(ctx, []string{
+			"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-", "--datastore-engine", "memory", "--metrics-addr", "-",
 			"--grpc-preshared-key", "k", "--otel-provider", "otlpgrpc", "--otel-endpoint", lis.Addr().String(), "--otel-insecure",
-			"--otel-sample-ratio", "1", "--otel-service-name", "latch-test"},
+			"--otel-sample-ratio", "1", "--otel-service-name", "latch-test",
+		},
 			Env{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
 	}()
 	grpcAddr := waitFor(t, &out, regexp.MustCompile(`gRPC API listening on (\S+)`))[1]

@@ -56,8 +56,10 @@ definition document {
 		{"viewer", 25},
 		{"view", 29},
 	} {
-		req := engine.CheckRequest{Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Permission: tc.permission,
-			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "amy"}}}
+		req := engine.CheckRequest{
+			Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Permission: tc.permission,
+			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "amy"}},
+		}
 		var res engine.Result
 		allocs := testing.AllocsPerRun(200, func() { res, err = eng.Check(ctx, s, r, req) })
 		if err != nil || res.Membership != engine.HasPermission {

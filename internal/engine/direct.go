@@ -40,8 +40,10 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 			continue
 		}
 		seen[[2]string{a.Type, a.Relation}] = true
-		f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: pending, Relation: r.Name,
-			Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}}
+		f := store.Filter{
+			ResourceType: r.Def.Name, ResourceIDs: pending, Relation: r.Name,
+			Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true},
+		}
 		edges, err := ev.edges(ctx, f)
 		if err != nil {
 			return nil, err
@@ -72,8 +74,10 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 	if len(subjIDs) == 0 {
 		return nil
 	}
-	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name,
-		Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: subjIDs}}
+	f := store.Filter{
+		ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name,
+		Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: subjIDs},
+	}
 	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return err

@@ -33,8 +33,10 @@ type evaluator struct {
 }
 
 func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, sh shared) *evaluator {
-	return &evaluator{s: s, r: r, subject: subject, reqCtx: reqCtx, shared: sh,
-		memo: map[memoKey]outcome{}, errDepth: map[memoKey]int{}}
+	return &evaluator{
+		s: s, r: r, subject: subject, reqCtx: reqCtx, shared: sh,
+		memo: map[memoKey]outcome{}, errDepth: map[memoKey]int{},
+	}
 }
 
 // relation answers relation or permission r of r.Def for every id in ids, with depth

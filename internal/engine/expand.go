@@ -103,7 +103,8 @@ func (x *expander) expr(ctx context.Context, obj rel.ObjectRef, rl *ir.Relation,
 		return x.arrow(ctx, obj, rl, e, depth)
 	}
 	node := &ExpandNode{Object: obj, Relation: rl.Name, Op: map[ir.ExprKind]ExpandOp{
-		ir.Union: ExpandUnion, ir.Intersection: ExpandIntersection, ir.Exclusion: ExpandExclusion}[e.Kind]}
+		ir.Union: ExpandUnion, ir.Intersection: ExpandIntersection, ir.Exclusion: ExpandExclusion,
+	}[e.Kind]}
 	for _, c := range e.Children {
 		child, err := x.expr(ctx, obj, rl, c, depth)
 		if err != nil {

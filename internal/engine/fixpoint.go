@@ -25,8 +25,10 @@ type fixpoint[K comparable, V any] struct {
 }
 
 func newFixpoint[K comparable, V any](empty func() V, merge func(known, round V) (V, bool)) *fixpoint[K, V] {
-	return &fixpoint[K, V]{val: map[K]V{}, computed: map[K]bool{}, onStack: map[K]bool{},
-		backEdge: map[K]bool{}, empty: empty, merge: merge}
+	return &fixpoint[K, V]{
+		val: map[K]V{}, computed: map[K]bool{}, onStack: map[K]bool{},
+		backEdge: map[K]bool{}, empty: empty, merge: merge,
+	}
 }
 
 // get returns k's value, computing it with compute (which may call get recursively).

@@ -43,10 +43,12 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 	if err := validateSubject(s, req.Subject); err != nil {
 		return err
 	}
-	l := &reverseLookup{e: e, ev: newEvaluator(s, r, req.Subject, req.Context, e.sharedFor(s, r.Revision(), req.Subject, req.Context)),
+	l := &reverseLookup{
+		e: e, ev: newEvaluator(s, r, req.Subject, req.Context, e.sharedFor(s, r.Revision(), req.Subject, req.Context)),
 		sets: newFixpoint[*ir.Relation](func() results { return results{} }, func(known, round results) (results, bool) {
 			return known, mergeOr(known, round)
-		})}
+		}),
+	}
 	emitted := map[string]bool{}
 	l.emit = func(rl *ir.Relation, res results) error {
 		if rl != target {
@@ -296,7 +298,8 @@ func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, 
 	}
 	slices.Sort(ids)
 	f := store.Filter{ResourceType: resType, Relation: relation, Subject: &store.SubjectFilter{
-		Type: sf.Type, IDs: ids, Relation: sf.Relation, RelationSet: sf.RelationSet}}
+		Type: sf.Type, IDs: ids, Relation: sf.Relation, RelationSet: sf.RelationSet,
+	}}
 	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return err

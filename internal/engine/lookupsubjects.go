@@ -47,10 +47,12 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	if req.SubjectRelation != "" && sdef.Relation(req.SubjectRelation) == nil {
 		return &UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
 	}
-	l := &subjectLookup{ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,
+	l := &subjectLookup{
+		ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,
 		sets: newFixpoint[memoKey](newSubjectSet, func(known, round *subjectSet) (*subjectSet, bool) {
 			return round, !equalSets(known, round)
-		})}
+		}),
+	}
 	set, err := l.relation(ctx, target, req.Resource.ID)
 	if err != nil {
 		return err

@@ -63,13 +63,17 @@ func mustCompile(t *testing.T, src string) *ir.Schema {
 }
 
 func relationship(resType, resID, relation, subjType, subjID, subjRel string) rel.Relationship {
-	return rel.Relationship{Resource: rel.ObjectRef{Type: resType, ID: resID}, Relation: relation,
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: subjType, ID: subjID}, Relation: subjRel}}
+	return rel.Relationship{
+		Resource: rel.ObjectRef{Type: resType, ID: resID}, Relation: relation,
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: subjType, ID: subjID}, Relation: subjRel},
+	}
 }
 
 func viewCheck(doc, user string) engine.CheckRequest {
-	return engine.CheckRequest{Resource: rel.ObjectRef{Type: "document", ID: doc}, Permission: "view",
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: user}}}
+	return engine.CheckRequest{
+		Resource: rel.ObjectRef{Type: "document", ID: doc}, Permission: "view",
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: user}},
+	}
 }
 
 // groupData: two documents viewed through one group.

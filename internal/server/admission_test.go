@@ -148,8 +148,10 @@ func TestExpensiveCallsDoNotStarveChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // let the import take its slot
-	lookup, err := ts.perms.LookupResources(ctxT(t), &v1.LookupResourcesRequest{Consistency: fullyConsistent(),
-		ResourceObjectType: "document", Permission: "view", Subject: sub("user", "zed", "")})
+	lookup, err := ts.perms.LookupResources(ctxT(t), &v1.LookupResourcesRequest{
+		Consistency:        fullyConsistent(),
+		ResourceObjectType: "document", Permission: "view", Subject: sub("user", "zed", ""),
+	})
 	if err == nil {
 		_, err = lookup.Recv()
 	}

@@ -90,8 +90,10 @@ func TestImportExport(t *testing.T) {
 		t.Errorf("resumed export: %v, want %v", rest, all[20:])
 	}
 
-	filtered, _ := ts.exportAll(t, &v1.ExportBulkRelationshipsRequest{Consistency: fullyConsistent(),
-		OptionalRelationshipFilter: &v1.RelationshipFilter{ResourceType: "doc", OptionalResourceId: "d001"}})
+	filtered, _ := ts.exportAll(t, &v1.ExportBulkRelationshipsRequest{
+		Consistency:                fullyConsistent(),
+		OptionalRelationshipFilter: &v1.RelationshipFilter{ResourceType: "doc", OptionalResourceId: "d001"},
+	})
 	if want := []string{"doc:d001#viewer@user:u1"}; !slices.Equal(filtered, want) {
 		t.Errorf("filtered export %v, want %v", filtered, want)
 	}

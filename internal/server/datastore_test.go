@@ -36,8 +36,10 @@ func TestDatastoreStartupErrors(t *testing.T) {
 		{"unmigrated database", "postgres", unmigrated, "latch datastore migrate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", PresharedKeys: []string{testKey},
-				DatastoreEngine: tc.engine, DatastoreURI: tc.uri})
+			_, err := New(Config{
+				GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", PresharedKeys: []string{testKey},
+				DatastoreEngine: tc.engine, DatastoreURI: tc.uri,
+			})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want an error mentioning %q", err, tc.want)
 			}

@@ -18,8 +18,10 @@ type inProcess struct {
 
 func newInProcess(tb testing.TB, mutate func(*Config)) *inProcess {
 	tb.Helper()
-	cfg := Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", MetricsAddr: "-", DatastoreEngine: "memory",
-		PresharedKeys: []string{testKey}, Logger: slog.New(slog.DiscardHandler)}
+	cfg := Config{
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", MetricsAddr: "-", DatastoreEngine: "memory",
+		PresharedKeys: []string{testKey}, Logger: slog.New(slog.DiscardHandler),
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -50,8 +52,10 @@ func (p *inProcess) write(tb testing.TB, rs ...*v1.Relationship) *v1.ZedToken {
 func TestCachedCheckAllocations(t *testing.T) {
 	p := newInProcess(t, nil)
 	p.write(t, relationship("document", "readme", "viewer", "user", "amy", ""))
-	req := &v1.CheckPermissionRequest{Consistency: fullyConsistent(), Resource: obj("document", "readme"),
-		Permission: "view", Subject: sub("user", "amy", "")}
+	req := &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(), Resource: obj("document", "readme"),
+		Permission: "view", Subject: sub("user", "amy", ""),
+	}
 	ctx := context.Background()
 	var resp *v1.CheckPermissionResponse
 	var err error
@@ -89,8 +93,10 @@ func BenchmarkCheckPermission(b *testing.B) {
 			for i := range 100 {
 				p.write(b, relationship("document", "readme", "viewer", "user", fmt.Sprint("u", i), ""))
 			}
-			req := &v1.CheckPermissionRequest{Consistency: minimizeLatency(), Resource: obj("document", "readme"),
-				Permission: "view", Subject: sub("user", "amy", "")}
+			req := &v1.CheckPermissionRequest{
+				Consistency: minimizeLatency(), Resource: obj("document", "readme"),
+				Permission: "view", Subject: sub("user", "amy", ""),
+			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -51,8 +51,10 @@ func TestBulkChecksUseTheCache(t *testing.T) {
 		return &v1.CheckBulkPermissionsRequestItem{Resource: obj("document", id), Permission: perm, Subject: sub("user", subj, "")}
 	}
 	// Warm the cache with one of the bulk's items.
-	if _, err := p.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{Consistency: fullyConsistent(),
-		Resource: obj("document", "readme"), Permission: "view", Subject: sub("user", "amy", "")}); err != nil {
+	if _, err := p.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(),
+		Resource:    obj("document", "readme"), Permission: "view", Subject: sub("user", "amy", ""),
+	}); err != nil {
 		t.Fatal(err)
 	}
 	req := &v1.CheckBulkPermissionsRequest{Consistency: fullyConsistent(), Items: []*v1.CheckBulkPermissionsRequestItem{

@@ -191,8 +191,10 @@ func TestLookupCursorKeepsItsRevision(t *testing.T) {
 	for _, id := range []string{"d1", "d2", "d3"} {
 		ts.write(t, relationship("doc", id, "viewer", "user", "ann", ""))
 	}
-	req := &v1.LookupResourcesRequest{Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
-		Subject: sub("user", "ann", ""), OptionalLimit: 1}
+	req := &v1.LookupResourcesRequest{
+		Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
+		Subject: sub("user", "ann", ""), OptionalLimit: 1,
+	}
 	first, cursor := ts.lookupResourcesPage(t, req)
 	if len(first) != 1 {
 		t.Fatalf("first page %v", first)
@@ -269,8 +271,10 @@ func TestLookupSubjectsCursorKeepsItsRevision(t *testing.T) {
 	ts := start(t, nil)
 	ts.writeSchema(t, "definition user {}\ndefinition doc {\n\trelation viewer: user\n\tpermission view = viewer\n}")
 	ts.write(t, relationship("doc", "d", "viewer", "user", "b", ""), relationship("doc", "d", "viewer", "user", "c", ""))
-	req := &v1.LookupSubjectsRequest{Consistency: fullyConsistent(), Resource: obj("doc", "d"), Permission: "view",
-		SubjectObjectType: "user", OptionalConcreteLimit: 1}
+	req := &v1.LookupSubjectsRequest{
+		Consistency: fullyConsistent(), Resource: obj("doc", "d"), Permission: "view",
+		SubjectObjectType: "user", OptionalConcreteLimit: 1,
+	}
 	first, _, cursor := ts.lookupSubjectsPage(t, req)
 	ts.write(t, relationship("doc", "d", "viewer", "user", "a", ""))
 	req.OptionalCursor = cursor
@@ -286,8 +290,10 @@ func TestLookupSubjectsCursorKeepsItsRevision(t *testing.T) {
 	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 
 	// A LookupResources cursor does not resume a LookupSubjects call.
-	lr := &v1.LookupResourcesRequest{Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
-		Subject: sub("user", "b", ""), OptionalLimit: 1}
+	lr := &v1.LookupResourcesRequest{
+		Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
+		Subject: sub("user", "b", ""), OptionalLimit: 1,
+	}
 	_, lrCursor := ts.lookupResourcesPage(t, lr)
 	other.OptionalCursor = lrCursor
 	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
@@ -297,12 +303,16 @@ func TestLookupRequestValidation(t *testing.T) {
 	ts := start(t, nil)
 	ts.writeSchema(t, "definition user {}\ndefinition doc {\n\trelation viewer: user\n\tpermission view = viewer\n}")
 	lr := func(typ, perm string, s *v1.SubjectReference, limit uint32) error {
-		return firstErr(ts.perms.LookupResources(ctxT(t), &v1.LookupResourcesRequest{Consistency: fullyConsistent(),
-			ResourceObjectType: typ, Permission: perm, Subject: s, OptionalLimit: limit}))
+		return firstErr(ts.perms.LookupResources(ctxT(t), &v1.LookupResourcesRequest{
+			Consistency:        fullyConsistent(),
+			ResourceObjectType: typ, Permission: perm, Subject: s, OptionalLimit: limit,
+		}))
 	}
 	ls := func(typ, perm, subjType, subjRel string, limit uint32) error {
-		return firstErr(ts.perms.LookupSubjects(ctxT(t), &v1.LookupSubjectsRequest{Consistency: fullyConsistent(),
-			Resource: obj(typ, "d"), Permission: perm, SubjectObjectType: subjType, OptionalSubjectRelation: subjRel, OptionalConcreteLimit: limit}))
+		return firstErr(ts.perms.LookupSubjects(ctxT(t), &v1.LookupSubjectsRequest{
+			Consistency: fullyConsistent(),
+			Resource:    obj(typ, "d"), Permission: perm, SubjectObjectType: subjType, OptionalSubjectRelation: subjRel, OptionalConcreteLimit: limit,
+		}))
 	}
 	ann := sub("user", "ann", "")
 	pre, inv := codes.FailedPrecondition, codes.InvalidArgument

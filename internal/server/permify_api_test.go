@@ -59,7 +59,8 @@ func TestPermifyAPIOnTheHTTPListener(t *testing.T) {
 	snap := out["snap_token"]
 	code, out = permifyPost(t, ts, testKey, "/v1/tenants/t1/permissions/check", map[string]any{
 		"metadata": map[string]any{"snap_token": snap, "depth": 20},
-		"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "alice"}})
+		"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "alice"},
+	})
 	if code != http.StatusOK || out["can"] != "CHECK_RESULT_ALLOWED" {
 		t.Errorf("check: %d %v", code, out)
 	}
@@ -77,7 +78,8 @@ func TestPermifyAPIOnTheHTTPListener(t *testing.T) {
 		resp, err := ts.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
 			Consistency: &v1.Consistency{Requirement: &v1.Consistency_FullyConsistent{FullyConsistent: true}},
 			Resource:    &v1.ObjectReference{ObjectType: "doc", ObjectId: c.doc}, Permission: "view",
-			Subject: &v1.SubjectReference{Object: &v1.ObjectReference{ObjectType: "user", ObjectId: c.user}}})
+			Subject: &v1.SubjectReference{Object: &v1.ObjectReference{ObjectType: "user", ObjectId: c.user}},
+		})
 		if err != nil || resp.Permissionship != c.want {
 			t.Errorf("SpiceDB check doc:%s#view@user:%s = %v, %v; want %v", c.doc, c.user, resp.GetPermissionship(), err, c.want)
 		}
@@ -115,7 +117,8 @@ func TestPermifyTenantsSurviveRestarts(t *testing.T) {
 	check := func(ts *testServer) (int, map[string]any) {
 		return permifyPost(t, ts, testKey, "/v1/tenants/acme/permissions/check", map[string]any{
 			"metadata": map[string]any{"depth": 20},
-			"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "ann"}})
+			"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "ann"},
+		})
 	}
 	ts := start(t, onPebble)
 	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": "acme", "name": "Acme"}); code != http.StatusOK {
@@ -125,7 +128,8 @@ func TestPermifyTenantsSurviveRestarts(t *testing.T) {
 		t.Fatalf("schemas/write: %d %v", code, out)
 	}
 	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/data/write", map[string]any{
-		"tuples": []any{map[string]any{"entity": map[string]any{"type": "doc", "id": "1"}, "relation": "owner", "subject": map[string]any{"type": "user", "id": "ann"}}}}); code != http.StatusOK {
+		"tuples": []any{map[string]any{"entity": map[string]any{"type": "doc", "id": "1"}, "relation": "owner", "subject": map[string]any{"type": "user", "id": "ann"}}},
+	}); code != http.StatusOK {
 		t.Fatalf("data/write: %d %v", code, out)
 	}
 	ts.stop(t)

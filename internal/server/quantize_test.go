@@ -32,7 +32,8 @@ func TestQuantizedReads(t *testing.T) {
 		t.Fatalf("first minimize_latency read of the window: %v, want the head at %s", got, granted.Token)
 	}
 	del, err := ts.perms.DeleteRelationships(ctxT(t), &v1.DeleteRelationshipsRequest{
-		RelationshipFilter: &v1.RelationshipFilter{ResourceType: "document", OptionalResourceId: "readme"}})
+		RelationshipFilter: &v1.RelationshipFilter{ResourceType: "document", OptionalResourceId: "readme"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,8 @@ func TestAtLeastAsFreshSeesEveryWrite(t *testing.T) {
 			tok = ts.write(t, r)
 		} else {
 			resp, err := ts.perms.WriteRelationships(ctxT(t), &v1.WriteRelationshipsRequest{
-				Updates: []*v1.RelationshipUpdate{update(v1.RelationshipUpdate_OPERATION_DELETE, r)}})
+				Updates: []*v1.RelationshipUpdate{update(v1.RelationshipUpdate_OPERATION_DELETE, r)},
+			})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,42 +38,78 @@ func TestWriteErrors(t *testing.T) {
 		code   codes.Code
 		reason v1.ErrorReason
 	}{
-		{"create existing", &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{create(doc("owner", "user", "alice", ""))}},
-			codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_ATTEMPT_TO_RECREATE_RELATIONSHIP},
-		{"same relationship twice", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "user", "a", ""), doc("viewer", "user", "a", ""))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UPDATES_ON_SAME_RELATIONSHIP},
-		{"too many updates", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "user", "a", ""), doc("viewer", "user", "b", ""), doc("viewer", "user", "c", ""), doc("viewer", "user", "d", ""))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_UPDATES_IN_REQUEST},
-		{"too many preconditions", &v1.WriteRelationshipsRequest{OptionalPreconditions: []*v1.Precondition{
-			{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: filter}, {Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: filter}}},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_PRECONDITIONS_IN_REQUEST},
-		{"failed precondition", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "user", "a", "")), OptionalPreconditions: []*v1.Precondition{
-			{Operation: v1.Precondition_OPERATION_MUST_NOT_MATCH, Filter: filter}}},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_WRITE_OR_DELETE_PRECONDITION_FAILURE},
-		{"unknown definition", &v1.WriteRelationshipsRequest{Updates: touch(relationship("folder", "f", "viewer", "user", "a", ""))},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
-		{"unknown relation", &v1.WriteRelationshipsRequest{Updates: touch(doc("editor", "user", "a", ""))},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
-		{"unknown subject type", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "team", "a", ""))},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
-		{"unknown subject relation", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "group", "eng", "admin"))},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
-		{"write to a permission", &v1.WriteRelationshipsRequest{Updates: touch(doc("view", "user", "a", ""))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CANNOT_UPDATE_PERMISSION},
-		{"subject type not allowed", &v1.WriteRelationshipsRequest{Updates: touch(doc("owner", "group", "eng", "member"))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_SUBJECT_TYPE},
-		{"unknown caveat", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "nosuch", nil))},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_CAVEAT},
-		{"caveat parameter of the wrong type", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "under_limit", mustStruct(t, map[string]any{"limit": "ten"})))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_PARAMETER_TYPE_ERROR},
-		{"caveat context too large", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "under_limit", bigCtx))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_MAX_RELATIONSHIP_CONTEXT_SIZE},
-		{"malformed object id", &v1.WriteRelationshipsRequest{Updates: touch(relationship("document", "has space", "viewer", "user", "a", ""))},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED},
-		{"missing relationship", &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{{Operation: v1.RelationshipUpdate_OPERATION_TOUCH}}},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED},
-		{"empty precondition", &v1.WriteRelationshipsRequest{OptionalPreconditions: []*v1.Precondition{{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: &v1.RelationshipFilter{}}}},
-			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{
+			"create existing", &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{create(doc("owner", "user", "alice", ""))}},
+			codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_ATTEMPT_TO_RECREATE_RELATIONSHIP,
+		},
+		{
+			"same relationship twice", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "user", "a", ""), doc("viewer", "user", "a", ""))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UPDATES_ON_SAME_RELATIONSHIP,
+		},
+		{
+			"too many updates", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "user", "a", ""), doc("viewer", "user", "b", ""), doc("viewer", "user", "c", ""), doc("viewer", "user", "d", ""))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_UPDATES_IN_REQUEST,
+		},
+		{
+			"too many preconditions", &v1.WriteRelationshipsRequest{OptionalPreconditions: []*v1.Precondition{
+				{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: filter}, {Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: filter},
+			}},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_PRECONDITIONS_IN_REQUEST,
+		},
+		{
+			"failed precondition", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "user", "a", "")), OptionalPreconditions: []*v1.Precondition{
+				{Operation: v1.Precondition_OPERATION_MUST_NOT_MATCH, Filter: filter},
+			}},
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_WRITE_OR_DELETE_PRECONDITION_FAILURE,
+		},
+		{
+			"unknown definition", &v1.WriteRelationshipsRequest{Updates: touch(relationship("folder", "f", "viewer", "user", "a", ""))},
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION,
+		},
+		{
+			"unknown relation", &v1.WriteRelationshipsRequest{Updates: touch(doc("editor", "user", "a", ""))},
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION,
+		},
+		{
+			"unknown subject type", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "team", "a", ""))},
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION,
+		},
+		{
+			"unknown subject relation", &v1.WriteRelationshipsRequest{Updates: touch(doc("viewer", "group", "eng", "admin"))},
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION,
+		},
+		{
+			"write to a permission", &v1.WriteRelationshipsRequest{Updates: touch(doc("view", "user", "a", ""))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CANNOT_UPDATE_PERMISSION,
+		},
+		{
+			"subject type not allowed", &v1.WriteRelationshipsRequest{Updates: touch(doc("owner", "group", "eng", "member"))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_SUBJECT_TYPE,
+		},
+		{
+			"unknown caveat", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "nosuch", nil))},
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_CAVEAT,
+		},
+		{
+			"caveat parameter of the wrong type", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "under_limit", mustStruct(t, map[string]any{"limit": "ten"})))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_PARAMETER_TYPE_ERROR,
+		},
+		{
+			"caveat context too large", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "under_limit", bigCtx))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_MAX_RELATIONSHIP_CONTEXT_SIZE,
+		},
+		{
+			"malformed object id", &v1.WriteRelationshipsRequest{Updates: touch(relationship("document", "has space", "viewer", "user", "a", ""))},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+		},
+		{
+			"missing relationship", &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{{Operation: v1.RelationshipUpdate_OPERATION_TOUCH}}},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+		},
+		{
+			"empty precondition", &v1.WriteRelationshipsRequest{OptionalPreconditions: []*v1.Precondition{{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: &v1.RelationshipFilter{}}}},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ts.perms.WriteRelationships(ctxT(t), tc.req)
@@ -125,7 +161,8 @@ func TestDeleteRelationships(t *testing.T) {
 	}
 
 	_, err := del(&v1.DeleteRelationshipsRequest{RelationshipFilter: docs, OptionalPreconditions: []*v1.Precondition{
-		{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: &v1.RelationshipFilter{ResourceType: "group"}}}})
+		{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: &v1.RelationshipFilter{ResourceType: "group"}},
+	}})
 	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_WRITE_OR_DELETE_PRECONDITION_FAILURE)
 	_, err = del(&v1.DeleteRelationshipsRequest{RelationshipFilter: docs, OptionalLimit: 2})
 	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_RELATIONSHIPS_FOR_TRANSACTIONAL_DELETE)
@@ -147,7 +184,8 @@ func TestDeleteRelationships(t *testing.T) {
 		t.Errorf("partial delete: progress %s count %d", resp.GetDeletionProgress(), resp.GetRelationshipsDeletedCount())
 	}
 	resp, err = del(&v1.DeleteRelationshipsRequest{RelationshipFilter: docs, OptionalPreconditions: []*v1.Precondition{
-		{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: docs}}})
+		{Operation: v1.Precondition_OPERATION_MUST_MATCH, Filter: docs},
+	}})
 	if err != nil {
 		t.Fatalf("delete: %v", err)
 	}

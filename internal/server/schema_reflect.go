@@ -373,13 +373,15 @@ func diffMembers(od, d *ir.Definition) []*v1.ReflectionSchemaDiff {
 		for _, a := range o.Allowed {
 			if !slices.Contains(r.Allowed, a) {
 				out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_RelationSubjectTypeRemoved{RelationSubjectTypeRemoved: &v1.ReflectionRelationSubjectTypeChange{
-					Relation: reflectRelation(r), ChangedSubjectType: reflectTypeRef(a)}}})
+					Relation: reflectRelation(r), ChangedSubjectType: reflectTypeRef(a),
+				}}})
 			}
 		}
 		for _, a := range r.Allowed {
 			if !slices.Contains(o.Allowed, a) {
 				out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_RelationSubjectTypeAdded{RelationSubjectTypeAdded: &v1.ReflectionRelationSubjectTypeChange{
-					Relation: reflectRelation(r), ChangedSubjectType: reflectTypeRef(a)}}})
+					Relation: reflectRelation(r), ChangedSubjectType: reflectTypeRef(a),
+				}}})
 			}
 		}
 	}
@@ -415,7 +417,8 @@ func diffCaveat(oc, c *ir.Caveat) []*v1.ReflectionSchemaDiff {
 			out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_CaveatParameterAdded{CaveatParameterAdded: p}})
 		case prev != p.Type:
 			out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_CaveatParameterTypeChanged{CaveatParameterTypeChanged: &v1.ReflectionCaveatParameterTypeChange{
-				Parameter: p, PreviousType: prev}}})
+				Parameter: p, PreviousType: prev,
+			}}})
 		}
 	}
 	return out

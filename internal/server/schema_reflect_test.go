@@ -67,7 +67,8 @@ func TestReflectSchema(t *testing.T) {
 		t.Errorf("caveat: %v", c)
 	}
 	filtered, err := ts.schema.ReflectSchema(ctxT(t), &v1.ReflectSchemaRequest{OptionalFilters: []*v1.ReflectionSchemaFilter{
-		{OptionalDefinitionNameFilter: "doc", OptionalPermissionNameFilter: "vi"}}})
+		{OptionalDefinitionNameFilter: "doc", OptionalPermissionNameFilter: "vi"},
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +113,11 @@ definition document {
 	for _, d := range diff.Diffs {
 		kinds = append(kinds, string(d.ProtoReflect().WhichOneof(d.ProtoReflect().Descriptor().Oneofs().ByName("diff")).Name()))
 	}
-	want := []string{"definition_removed", "definition_doc_comment_changed", "relation_subject_type_removed", "relation_removed",
+	want := []string{
+		"definition_removed", "definition_doc_comment_changed", "relation_subject_type_removed", "relation_removed",
 		"permission_removed", "relation_subject_type_removed", "relation_subject_type_removed", "relation_subject_type_removed",
-		"permission_expr_changed", "caveat_expr_changed", "caveat_parameter_added"}
+		"permission_expr_changed", "caveat_expr_changed", "caveat_parameter_added",
+	}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("diffs %v\nwant %v", kinds, want)
 	}

@@ -23,8 +23,10 @@ func TestCallsAreTraced(t *testing.T) {
 	exp.Reset()
 
 	ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-request-id", "req-7")
-	resp, err := ts.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{Consistency: fullyConsistent(),
-		Resource: obj("document", "readme"), Permission: "view", Subject: sub("user", "amy", "")})
+	resp, err := ts.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(),
+		Resource:    obj("document", "readme"), Permission: "view", Subject: sub("user", "amy", ""),
+	})
 	if err != nil || resp.Permissionship != v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION {
 		t.Fatalf("check: %v, %v", resp, err)
 	}

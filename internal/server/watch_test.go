@@ -79,11 +79,15 @@ func TestWatchThroughAPI(t *testing.T) {
 	ts := start(t, nil)
 	ctx := ctxT(t)
 	startTok := ts.writeSchema(t, watchSchema)
-	all := ts.watch(ctx, t, &v1.WatchRequest{OptionalStartCursor: startTok,
-		OptionalUpdateKinds: []v1.WatchKind{v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES, v1.WatchKind_WATCH_KIND_INCLUDE_SCHEMA_UPDATES}})
+	all := ts.watch(ctx, t, &v1.WatchRequest{
+		OptionalStartCursor: startTok,
+		OptionalUpdateKinds: []v1.WatchKind{v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES, v1.WatchKind_WATCH_KIND_INCLUDE_SCHEMA_UPDATES},
+	})
 	groups := ts.watch(ctx, t, &v1.WatchRequest{OptionalStartCursor: startTok, OptionalObjectTypes: []string{"group"}})
-	editors := ts.watch(ctx, t, &v1.WatchRequest{OptionalStartCursor: startTok,
-		OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "document", OptionalRelation: "editor"}}})
+	editors := ts.watch(ctx, t, &v1.WatchRequest{
+		OptionalStartCursor:         startTok,
+		OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "document", OptionalRelation: "editor"}},
+	})
 
 	a := relationship("document", "1", "viewer", "user", "a", "")
 	g := relationship("group", "eng", "member", "user", "a", "")
@@ -141,7 +145,8 @@ func TestWatchCheckpoints(t *testing.T) {
 	ctx := ctxT(t)
 	head := ts.writeSchema(t, watchSchema).GetToken()
 	stream := ts.watch(ctx, t, &v1.WatchRequest{OptionalUpdateKinds: []v1.WatchKind{
-		v1.WatchKind_WATCH_KIND_INCLUDE_CHECKPOINTS, v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES}})
+		v1.WatchKind_WATCH_KIND_INCLUDE_CHECKPOINTS, v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES,
+	}})
 	if got := recvN(t, stream, 1)[0]; got != "@"+head+" checkpoint" {
 		t.Fatalf("first response %q, want a checkpoint at %s", got, head)
 	}
@@ -233,8 +238,10 @@ func TestWatchFromCollectedRevision(t *testing.T) {
 func TestWatchRequestErrors(t *testing.T) {
 	ts := start(t, nil)
 	ctx := ctxT(t)
-	_, err := ts.watch(ctx, t, &v1.WatchRequest{OptionalObjectTypes: []string{"document"},
-		OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "document"}}}).Recv()
+	_, err := ts.watch(ctx, t, &v1.WatchRequest{
+		OptionalObjectTypes:         []string{"document"},
+		OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "document"}},
+	}).Recv()
 	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_FILTER)
 }
 

@@ -13,12 +13,18 @@ func TestFilterString(t *testing.T) {
 		want string
 	}{
 		{Filter{}, "{all relationships}"},
-		{Filter{ResourceType: "document", ResourceIDs: []string{"a", "b c"}, Relation: "viewer"},
-			`{resource_type="document" resource_ids=["a" "b c"] relation="viewer"}`},
-		{Filter{ResourceIDPrefix: "doc-", Subject: &SubjectFilter{Type: "user", IDs: []string{"*"}, RelationSet: true}, IncludeExpired: true},
-			`{resource_id_prefix="doc-" subject_type="user" subject_ids=["*"] subject_relation="..." include_expired=true}`},
-		{Filter{Subject: &SubjectFilter{Type: "group", Relation: "member", RelationSet: true}},
-			`{subject_type="group" subject_relation="member"}`},
+		{
+			Filter{ResourceType: "document", ResourceIDs: []string{"a", "b c"}, Relation: "viewer"},
+			`{resource_type="document" resource_ids=["a" "b c"] relation="viewer"}`,
+		},
+		{
+			Filter{ResourceIDPrefix: "doc-", Subject: &SubjectFilter{Type: "user", IDs: []string{"*"}, RelationSet: true}, IncludeExpired: true},
+			`{resource_id_prefix="doc-" subject_type="user" subject_ids=["*"] subject_relation="..." include_expired=true}`,
+		},
+		{
+			Filter{Subject: &SubjectFilter{Type: "group", Relation: "member", RelationSet: true}},
+			`{subject_type="group" subject_relation="member"}`,
+		},
 	} {
 		if got := c.f.String(); got != c.want {
 			t.Errorf("String() = %s, want %s", got, c.want)

@@ -294,8 +294,10 @@ func (r *permifyRun) scenario(s Scenario) {
 			r.rep.Checked++
 			what := fmt.Sprintf("scenario %q: check %s#%s@%s", s.Name, c.Entity, e.Permission, c.Subject)
 			var resp struct{ Can string }
-			err := r.call("permissions/check", map[string]any{"entity": objectJSON(c.Entity), "permission": e.Permission,
-				"subject": objectJSON(c.Subject), "context": c.Context}, &resp)
+			err := r.call("permissions/check", map[string]any{
+				"entity": objectJSON(c.Entity), "permission": e.Permission,
+				"subject": objectJSON(c.Subject), "context": c.Context,
+			}, &resp)
 			switch {
 			case err != nil:
 				r.fail(e.Line, what, "error: %v", err)
@@ -309,8 +311,10 @@ func (r *permifyRun) scenario(s Scenario) {
 			var resp struct {
 				EntityIDs []string `json:"entity_ids"`
 			}
-			err := r.call("permissions/lookup-entity", map[string]any{"entity_type": flt.EntityType, "permission": e.Permission,
-				"subject": objectJSON(flt.Subject), "context": flt.Context}, &resp)
+			err := r.call("permissions/lookup-entity", map[string]any{
+				"entity_type": flt.EntityType, "permission": e.Permission,
+				"subject": objectJSON(flt.Subject), "context": flt.Context,
+			}, &resp)
 			r.compareIDs(e, fmt.Sprintf("scenario %q: entity filter %s#%s@%s", s.Name, flt.EntityType, e.Permission, flt.Subject), resp.EntityIDs, err)
 		}
 	}
@@ -319,8 +323,10 @@ func (r *permifyRun) scenario(s Scenario) {
 			var resp struct {
 				SubjectIDs []string `json:"subject_ids"`
 			}
-			err := r.call("permissions/lookup-subject", map[string]any{"entity": objectJSON(flt.Entity), "permission": e.Permission,
-				"subject_reference": objectJSON(flt.Subject), "context": flt.Context}, &resp)
+			err := r.call("permissions/lookup-subject", map[string]any{
+				"entity": objectJSON(flt.Entity), "permission": e.Permission,
+				"subject_reference": objectJSON(flt.Subject), "context": flt.Context,
+			}, &resp)
 			r.compareIDs(e, fmt.Sprintf("scenario %q: subject filter %s#%s@%s", s.Name, flt.Entity, e.Permission, flt.Subject), resp.SubjectIDs, err)
 		}
 	}
@@ -360,14 +366,16 @@ func tupleJSON(s string) (map[string]any, error) {
 		return nil, err
 	}
 	if r.Caveat != nil || r.Expiration != nil {
-		return nil, fmt.Errorf("Permify relationships have no caveats or expiration")
+		return nil, errors.New("relationships in Permify have no caveats or expiration")
 	}
 	subject := map[string]any{"type": r.Subject.Object.Type, "id": r.Subject.Object.ID}
 	if r.Subject.Relation != "" {
 		subject["relation"] = r.Subject.Relation
 	}
-	return map[string]any{"entity": map[string]any{"type": r.Resource.Type, "id": r.Resource.ID},
-		"relation": r.Relation, "subject": subject}, nil
+	return map[string]any{
+		"entity":   map[string]any{"type": r.Resource.Type, "id": r.Resource.ID},
+		"relation": r.Relation, "subject": subject,
+	}, nil
 }
 
 // attributeJSON parses `entity:id$name|type:value` (value in JSON; a string may be

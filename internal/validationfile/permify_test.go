@@ -127,12 +127,18 @@ func TestPermifyFileFailuresNameTheirLines(t *testing.T) {
 
 func TestPermifyFileProblems(t *testing.T) {
 	cases := []struct{ src, want string }{
-		{strings.Replace(permifyGood, "relation owner @user\n        attribute is_public", "relation owner @usr\n        attribute is_public", 1),
-			"f.yaml:13:25: schema: entity `usr` not found"},
-		{strings.Replace(permifyGood, "repository:r2#owner@user:cid", "repository:r2#owner@organization:cid", 1),
-			"f.yaml:28: relationship \"repository:r2#owner@organization:cid\": ERROR_CODE_VALIDATION"},
-		{strings.Replace(permifyGood, "is_public|boolean:true", "is_public|boolean:maybe", 1),
-			"f.yaml:31: attribute \"repository:r3$is_public|boolean:maybe\": value \"maybe\" is not valid for type boolean"},
+		{
+			strings.Replace(permifyGood, "relation owner @user\n        attribute is_public", "relation owner @usr\n        attribute is_public", 1),
+			"f.yaml:13:25: schema: entity `usr` not found",
+		},
+		{
+			strings.Replace(permifyGood, "repository:r2#owner@user:cid", "repository:r2#owner@organization:cid", 1),
+			"f.yaml:28: relationship \"repository:r2#owner@organization:cid\": ERROR_CODE_VALIDATION",
+		},
+		{
+			strings.Replace(permifyGood, "is_public|boolean:true", "is_public|boolean:maybe", 1),
+			"f.yaml:31: attribute \"repository:r3$is_public|boolean:maybe\": value \"maybe\" is not valid for type boolean",
+		},
 		{strings.Replace(permifyGood, "push: true", "push: [1, 2]", 1), "f.yaml:46:17: assertion \"push\""},
 	}
 	for _, c := range cases {

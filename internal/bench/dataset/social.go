@@ -176,8 +176,10 @@ func Content(i int) string     { return "c" + strconv.Itoa(i) }
 func Interaction(i int) string { return "i" + strconv.Itoa(i) }
 
 func edge(rt, rid, relation, st, sid string) rel.Relationship {
-	return rel.Relationship{Resource: rel.ObjectRef{Type: rt, ID: rid}, Relation: relation,
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: st, ID: sid}}}
+	return rel.Relationship{
+		Resource: rel.ObjectRef{Type: rt, ID: rid}, Relation: relation,
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: st, ID: sid}},
+	}
 }
 
 // SocialChecks draws the reference request mix: 60% content#view, 30% user#view, 10%

@@ -24,61 +24,109 @@ func TestDiagnostics(t *testing.T) {
 		name, src string
 		want      []string // full "line:col: message" strings
 	}{
-		{"invalid definition name", "definition Doc {}",
-			[]string{"1:12: invalid definition name `Doc`: each part must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore (a prefix is written `prefix/name`)"}},
-		{"short definition name", "definition ab {}",
-			[]string{"1:12: invalid definition name `ab`: each part must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore (a prefix is written `prefix/name`)"}},
-		{"duplicate definition", "definition user {}\ndefinition user {}",
-			[]string{"2:12: duplicate definition `user` (first defined at 1:12)"}},
-		{"invalid relation name", "definition user {}\ndefinition doc { relation ab: user }",
-			[]string{"2:27: invalid relation name `ab` in definition `doc`: must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore"}},
-		{"duplicate relation and permission", "definition user {}\ndefinition doc {\n relation viewer: user\n permission viewer = viewer + viewer\n}",
-			[]string{"4:13: duplicate relation/permission name `viewer` under definition `doc` (first defined at 3:11)"}},
-		{"unknown subject type", "definition doc { relation viewer: team }",
-			[]string{"1:35: definition `team` not found (used by relation `viewer` under definition `doc`)"}},
-		{"unknown subject relation", "definition group {}\ndefinition doc { relation viewer: group#member }",
-			[]string{"2:35: relation/permission `member` not found under definition `group` (used by relation `viewer` under definition `doc`)"}},
-		{"duplicate subject type", "definition user {}\ndefinition doc { relation viewer: user | user }",
-			[]string{"2:42: duplicate subject type `user` on relation `viewer` under definition `doc`"}},
-		{"ellipsis duplicates plain type", "definition user {}\ndefinition doc { relation viewer: user | user#... }",
-			[]string{"2:42: duplicate subject type `user` on relation `viewer` under definition `doc`"}},
-		{"expiration without use", "definition user {}\ndefinition doc { relation viewer: user with expiration }",
-			[]string{"2:45: `with expiration` on relation `viewer` requires `use expiration` at the top of the schema"}},
-		{"caveat and expiration without use", "caveat cav(a int) { a > 1 }\ndefinition user {}\ndefinition doc { relation viewer: user with cav and expiration }",
-			[]string{"3:53: `with expiration` on relation `viewer` requires `use expiration` at the top of the schema"}},
-		{"unknown caveat", "definition user {}\ndefinition doc { relation viewer: user with nocav }",
-			[]string{"2:45: caveat `nocav` not found (used by relation `viewer` under definition `doc`)"}},
-		{"unknown name in expression", "definition user {}\ndefinition doc {\n relation viewer: user\n permission view = viewer + editor\n}",
-			[]string{"4:29: relation/permission `editor` not found under definition `doc` (used by permission `view`)"}},
-		{"unknown arrow tupleset", "definition doc { permission view = parent->view }",
-			[]string{"1:36: relation `parent` not found under definition `doc` (left side of an arrow in permission `view`)"}},
-		{"permission on arrow left", "definition user {}\ndefinition doc {\n relation owner: user\n permission own = owner\n permission view = own->view\n}",
-			[]string{"5:20: under permission `view`: permissions cannot be used on the left hand side of an arrow (found `own`); use a relation"}},
-		{"arrow over wildcard", "definition user { relation view: user }\ndefinition doc {\n relation parent: user | user:*\n permission view = parent->view\n}",
-			[]string{"4:20: for arrow under permission `view`: relation `doc#parent` includes wildcard type `user` via relation `doc#parent`: wildcard relations cannot be used on the left side of arrows"}},
-		{"arrow over transitive wildcard", "definition user {}\ndefinition group {\n relation member: user:*\n permission view = member\n}\ndefinition doc {\n relation parent: group#member\n permission view = parent.any(view)\n}",
+		{
+			"invalid definition name", "definition Doc {}",
+			[]string{"1:12: invalid definition name `Doc`: each part must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore (a prefix is written `prefix/name`)"},
+		},
+		{
+			"short definition name", "definition ab {}",
+			[]string{"1:12: invalid definition name `ab`: each part must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore (a prefix is written `prefix/name`)"},
+		},
+		{
+			"duplicate definition", "definition user {}\ndefinition user {}",
+			[]string{"2:12: duplicate definition `user` (first defined at 1:12)"},
+		},
+		{
+			"invalid relation name", "definition user {}\ndefinition doc { relation ab: user }",
+			[]string{"2:27: invalid relation name `ab` in definition `doc`: must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore"},
+		},
+		{
+			"duplicate relation and permission", "definition user {}\ndefinition doc {\n relation viewer: user\n permission viewer = viewer + viewer\n}",
+			[]string{"4:13: duplicate relation/permission name `viewer` under definition `doc` (first defined at 3:11)"},
+		},
+		{
+			"unknown subject type", "definition doc { relation viewer: team }",
+			[]string{"1:35: definition `team` not found (used by relation `viewer` under definition `doc`)"},
+		},
+		{
+			"unknown subject relation", "definition group {}\ndefinition doc { relation viewer: group#member }",
+			[]string{"2:35: relation/permission `member` not found under definition `group` (used by relation `viewer` under definition `doc`)"},
+		},
+		{
+			"duplicate subject type", "definition user {}\ndefinition doc { relation viewer: user | user }",
+			[]string{"2:42: duplicate subject type `user` on relation `viewer` under definition `doc`"},
+		},
+		{
+			"ellipsis duplicates plain type", "definition user {}\ndefinition doc { relation viewer: user | user#... }",
+			[]string{"2:42: duplicate subject type `user` on relation `viewer` under definition `doc`"},
+		},
+		{
+			"expiration without use", "definition user {}\ndefinition doc { relation viewer: user with expiration }",
+			[]string{"2:45: `with expiration` on relation `viewer` requires `use expiration` at the top of the schema"},
+		},
+		{
+			"caveat and expiration without use", "caveat cav(a int) { a > 1 }\ndefinition user {}\ndefinition doc { relation viewer: user with cav and expiration }",
+			[]string{"3:53: `with expiration` on relation `viewer` requires `use expiration` at the top of the schema"},
+		},
+		{
+			"unknown caveat", "definition user {}\ndefinition doc { relation viewer: user with nocav }",
+			[]string{"2:45: caveat `nocav` not found (used by relation `viewer` under definition `doc`)"},
+		},
+		{
+			"unknown name in expression", "definition user {}\ndefinition doc {\n relation viewer: user\n permission view = viewer + editor\n}",
+			[]string{"4:29: relation/permission `editor` not found under definition `doc` (used by permission `view`)"},
+		},
+		{
+			"unknown arrow tupleset", "definition doc { permission view = parent->view }",
+			[]string{"1:36: relation `parent` not found under definition `doc` (left side of an arrow in permission `view`)"},
+		},
+		{
+			"permission on arrow left", "definition user {}\ndefinition doc {\n relation owner: user\n permission own = owner\n permission view = own->view\n}",
+			[]string{"5:20: under permission `view`: permissions cannot be used on the left hand side of an arrow (found `own`); use a relation"},
+		},
+		{
+			"arrow over wildcard", "definition user { relation view: user }\ndefinition doc {\n relation parent: user | user:*\n permission view = parent->view\n}",
+			[]string{"4:20: for arrow under permission `view`: relation `doc#parent` includes wildcard type `user` via relation `doc#parent`: wildcard relations cannot be used on the left side of arrows"},
+		},
+		{
+			"arrow over transitive wildcard", "definition user {}\ndefinition group {\n relation member: user:*\n permission view = member\n}\ndefinition doc {\n relation parent: group#member\n permission view = parent.any(view)\n}",
 			[]string{
 				"7:19: relation `parent` under definition `doc` allows `group#member`, which includes wildcard type `user:*` via relation `group#member`: wildcard relations cannot be transitively included",
 				"8:20: for arrow under permission `view`: relation `doc#parent` includes wildcard type `user` via relation `group#member`: wildcard relations cannot be used on the left side of arrows",
-			}},
-		{"transitive wildcard through two hops", "definition user {}\ndefinition team {\n relation lead: user:*\n}\ndefinition group {\n relation member: team#lead | user\n}\ndefinition doc {\n relation viewer: user | group#member\n}",
+			},
+		},
+		{
+			"transitive wildcard through two hops", "definition user {}\ndefinition team {\n relation lead: user:*\n}\ndefinition group {\n relation member: team#lead | user\n}\ndefinition doc {\n relation viewer: user | group#member\n}",
 			[]string{
 				"6:19: relation `member` under definition `group` allows `team#lead`, which includes wildcard type `user:*` via relation `team#lead`: wildcard relations cannot be transitively included",
 				"9:26: relation `viewer` under definition `doc` allows `group#member`, which includes wildcard type `user:*` via relation `team#lead`: wildcard relations cannot be transitively included",
-			}},
+			},
+		},
 		{"invalid caveat name", "caveat bad.name(a int) { a }", nil}, // the parser stops at `.`; see TestCaveatNames
-		{"duplicate caveat", "caveat cav(a int) { a > 1 }\ncaveat cav(b int) { b > 1 }",
-			[]string{"2:8: duplicate caveat `cav` (first defined at 1:8)"}},
-		{"duplicate parameter", "caveat cav(a int, a string) { a > 1 }",
-			[]string{"1:19: duplicate parameter `a` in caveat `cav`"}},
-		{"unused parameter", "caveat cav(a int, b int, c map<int>) { a > 1 && c.b == 2 }",
-			[]string{"1:19: parameter `b` for caveat `cav` is unused"}},
-		{"annotation checked under typechecking", "use typechecking\ndefinition user {}\ndefinition doc {\n relation viewer: user\n permission view: team = viewer\n}",
-			[]string{"5:19: definition `team` not found (used by permission `view` under definition `doc`)"}},
-		{"alias to itself", "definition doc { permission view = view }",
-			[]string{"1:18: under definition `doc`, there exists a cycle in permissions: view"}},
-		{"alias loop", "definition user {}\ndefinition doc {\n relation viewer: user\n permission ccc = aaa\n permission aaa = (bbb)\n permission bbb = ccc\n permission ddd = aaa\n permission eee = viewer\n}",
-			[]string{"4:2: under definition `doc`, there exists a cycle in permissions: aaa, bbb, ccc, ddd"}},
+		{
+			"duplicate caveat", "caveat cav(a int) { a > 1 }\ncaveat cav(b int) { b > 1 }",
+			[]string{"2:8: duplicate caveat `cav` (first defined at 1:8)"},
+		},
+		{
+			"duplicate parameter", "caveat cav(a int, a string) { a > 1 }",
+			[]string{"1:19: duplicate parameter `a` in caveat `cav`"},
+		},
+		{
+			"unused parameter", "caveat cav(a int, b int, c map<int>) { a > 1 && c.b == 2 }",
+			[]string{"1:19: parameter `b` for caveat `cav` is unused"},
+		},
+		{
+			"annotation checked under typechecking", "use typechecking\ndefinition user {}\ndefinition doc {\n relation viewer: user\n permission view: team = viewer\n}",
+			[]string{"5:19: definition `team` not found (used by permission `view` under definition `doc`)"},
+		},
+		{
+			"alias to itself", "definition doc { permission view = view }",
+			[]string{"1:18: under definition `doc`, there exists a cycle in permissions: view"},
+		},
+		{
+			"alias loop", "definition user {}\ndefinition doc {\n relation viewer: user\n permission ccc = aaa\n permission aaa = (bbb)\n permission bbb = ccc\n permission ddd = aaa\n permission eee = viewer\n}",
+			[]string{"4:2: under definition `doc`, there exists a cycle in permissions: aaa, bbb, ccc, ddd"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +211,8 @@ definition group { relation member: user }`)
 	}
 	doc := s.Definition("doc")
 	want := []ir.AllowedSubject{
-		{Type: "user"}, {Type: "user", Wildcard: true, Caveat: "cav"},
+		{Type: "user"},
+		{Type: "user", Wildcard: true, Caveat: "cav"},
 		{Type: "group", Relation: "member", Caveat: "cav", Expiration: true},
 	}
 	got := doc.Relation("viewer").Allowed

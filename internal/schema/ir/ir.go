@@ -25,8 +25,10 @@ type Schema struct {
 // NewSchema builds a Schema from its parts and indexes them by name. The compiler calls
 // it once the parts are checked; IDs are assigned here from slice positions.
 func NewSchema(defs []*Definition, caveats []*Caveat, useFlags []string) *Schema {
-	s := &Schema{Definitions: defs, Caveats: caveats, UseFlags: useFlags,
-		defs: make(map[string]*Definition, len(defs)), caveats: make(map[string]*Caveat, len(caveats))}
+	s := &Schema{
+		Definitions: defs, Caveats: caveats, UseFlags: useFlags,
+		defs: make(map[string]*Definition, len(defs)), caveats: make(map[string]*Caveat, len(caveats)),
+	}
 	for i, d := range defs {
 		d.ID = i
 		d.rels = make(map[string]*Relation, len(d.Relations))

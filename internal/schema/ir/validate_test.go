@@ -72,34 +72,62 @@ func TestValidateRelationship(t *testing.T) {
 		{"expiring", expiring(relationship("", "expiring", "user")), nil, ""},
 		{"expiring caveated subject set", expiring(withCaveat(withSubjectRel(relationship("", "expiring", "team"), "member"), "on_weekday", nil)), nil, ""},
 
-		{"unknown resource type", relationship("folder", "viewer", "user"), &ir.UnknownDefinitionError{},
-			"object definition `folder` not found"},
-		{"unknown relation", relationship("", "owner", "user"), &ir.UnknownRelationError{},
-			"relation/permission `owner` not found under definition `document`"},
-		{"unknown subject type", relationship("", "viewer", "robot"), &ir.UnknownDefinitionError{},
-			"object definition `robot` not found"},
-		{"unknown subject relation", withSubjectRel(relationship("", "viewer", "team"), "lead"), &ir.UnknownRelationError{},
-			"relation/permission `lead` not found under definition `team`"},
-		{"write to permission", relationship("", "view", "user"), &ir.CannotWritePermissionError{},
-			"cannot write a relationship to permission `view` under definition `document`"},
-		{"unknown caveat", withCaveat(relationship("", "viewer", "user"), "nope", nil), &ir.UnknownCaveatError{},
-			"caveat `nope` not found"},
-		{"subject type not allowed", relationship("", "viewer", "team"), &ir.SubjectNotAllowedError{},
-			"subjects of type `team` are not allowed on relation `document#viewer`"},
-		{"subject relation not allowed", withSubjectRel(relationship("", "editor", "team"), "member"), &ir.SubjectNotAllowedError{},
-			"subjects of type `team#member` are not allowed on relation `document#editor`"},
-		{"wildcard not allowed", wildcard(relationship("", "editor", "user")), &ir.WildcardNotAllowedError{},
-			"subjects of type `user:*` are not allowed on relation `document#editor`: the relation does not allow wildcard subjects"},
-		{"caveat required", relationship("", "editor", "user"), &ir.CaveatRequiredError{},
-			"subjects of type `user` are not allowed on relation `document#editor` without one of the following caveats: on_weekday,other"},
-		{"wildcard caveat required", wildcard(relationship("", "viewer", "user")), &ir.CaveatRequiredError{},
-			"subjects of type `user:*` are not allowed on relation `document#viewer` without one of the following caveats: on_weekday"},
-		{"caveat not allowed", withCaveat(relationship("", "viewer", "user"), "other", nil), &ir.SubjectNotAllowedError{},
-			"subjects of type `user with other` are not allowed on relation `document#viewer`"},
-		{"expiration not allowed", expiring(relationship("", "viewer", "user")), &ir.SubjectNotAllowedError{},
-			"subjects of type `user with expiration` are not allowed on relation `document#viewer`"},
-		{"expiration required", relationship("", "expiring", "user"), &ir.SubjectNotAllowedError{},
-			"subjects of type `user` are not allowed on relation `document#expiring`"},
+		{
+			"unknown resource type", relationship("folder", "viewer", "user"), &ir.UnknownDefinitionError{},
+			"object definition `folder` not found",
+		},
+		{
+			"unknown relation", relationship("", "owner", "user"), &ir.UnknownRelationError{},
+			"relation/permission `owner` not found under definition `document`",
+		},
+		{
+			"unknown subject type", relationship("", "viewer", "robot"), &ir.UnknownDefinitionError{},
+			"object definition `robot` not found",
+		},
+		{
+			"unknown subject relation", withSubjectRel(relationship("", "viewer", "team"), "lead"), &ir.UnknownRelationError{},
+			"relation/permission `lead` not found under definition `team`",
+		},
+		{
+			"write to permission", relationship("", "view", "user"), &ir.CannotWritePermissionError{},
+			"cannot write a relationship to permission `view` under definition `document`",
+		},
+		{
+			"unknown caveat", withCaveat(relationship("", "viewer", "user"), "nope", nil), &ir.UnknownCaveatError{},
+			"caveat `nope` not found",
+		},
+		{
+			"subject type not allowed", relationship("", "viewer", "team"), &ir.SubjectNotAllowedError{},
+			"subjects of type `team` are not allowed on relation `document#viewer`",
+		},
+		{
+			"subject relation not allowed", withSubjectRel(relationship("", "editor", "team"), "member"), &ir.SubjectNotAllowedError{},
+			"subjects of type `team#member` are not allowed on relation `document#editor`",
+		},
+		{
+			"wildcard not allowed", wildcard(relationship("", "editor", "user")), &ir.WildcardNotAllowedError{},
+			"subjects of type `user:*` are not allowed on relation `document#editor`: the relation does not allow wildcard subjects",
+		},
+		{
+			"caveat required", relationship("", "editor", "user"), &ir.CaveatRequiredError{},
+			"subjects of type `user` are not allowed on relation `document#editor` without one of the following caveats: on_weekday,other",
+		},
+		{
+			"wildcard caveat required", wildcard(relationship("", "viewer", "user")), &ir.CaveatRequiredError{},
+			"subjects of type `user:*` are not allowed on relation `document#viewer` without one of the following caveats: on_weekday",
+		},
+		{
+			"caveat not allowed", withCaveat(relationship("", "viewer", "user"), "other", nil), &ir.SubjectNotAllowedError{},
+			"subjects of type `user with other` are not allowed on relation `document#viewer`",
+		},
+		{
+			"expiration not allowed", expiring(relationship("", "viewer", "user")), &ir.SubjectNotAllowedError{},
+			"subjects of type `user with expiration` are not allowed on relation `document#viewer`",
+		},
+		{
+			"expiration required", relationship("", "expiring", "user"), &ir.SubjectNotAllowedError{},
+			"subjects of type `user` are not allowed on relation `document#expiring`",
+		},
 		{"caveat context bad", withCaveat(wildcard(relationship("", "viewer", "user")), "on_weekday", map[string]any{"nope": 1}), &ir.CaveatContextError{}, ""},
 	}
 	for _, tt := range tests {

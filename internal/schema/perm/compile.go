@@ -180,8 +180,10 @@ func valueCaveat(kind string, at ast.Pos) *ast.Caveat {
 	if kind != "boolean" {
 		expr = "value == value"
 	}
-	return &ast.Caveat{Pos: at, Name: ValueCaveat(kind), NamePos: at, Doc: docValue, ExprPos: at, Expr: expr,
-		Params: []*ast.Param{{Pos: at, Name: "value", Type: celType(kind), TypePos: at}}}
+	return &ast.Caveat{
+		Pos: at, Name: ValueCaveat(kind), NamePos: at, Doc: docValue, ExprPos: at, Expr: expr,
+		Params: []*ast.Param{{Pos: at, Name: "value", Type: celType(kind), TypePos: at}},
+	}
 }
 
 // ValueCaveat names the caveat that carries values of the Permify attribute type t.

@@ -17,8 +17,10 @@ type entityLowering struct {
 }
 
 func (l *lowerer) entity(e *entity) *ast.Definition {
-	el := &entityLowering{e: e, members: map[string]*member{}, sites: map[string]string{}, names: map[string]bool{},
-		out: &ast.Definition{Pos: e.pos, Name: e.name, NamePos: e.namePos}}
+	el := &entityLowering{
+		e: e, members: map[string]*member{}, sites: map[string]string{}, names: map[string]bool{},
+		out: &ast.Definition{Pos: e.pos, Name: e.name, NamePos: e.namePos},
+	}
 	for _, m := range e.members {
 		if _, dup := el.members[m.name]; !dup {
 			el.members[m.name] = m
@@ -95,8 +97,10 @@ func (l *lowerer) expr(el *entityLowering, x expr) ast.Expr {
 		return &ast.Ident{Pos: x.pos, Name: x.name}
 	case *arrow:
 		l.checkArrow(el, x)
-		return &ast.Arrow{Tupleset: &ast.Ident{Pos: x.tupleset.pos, Name: x.tupleset.name},
-			Target: &ast.Ident{Pos: x.target.pos, Name: x.target.name}}
+		return &ast.Arrow{
+			Tupleset: &ast.Ident{Pos: x.tupleset.pos, Name: x.tupleset.name},
+			Target:   &ast.Ident{Pos: x.target.pos, Name: x.target.name},
+		}
 	case *call:
 		return &ast.Ident{Pos: x.pos, Name: l.callSite(el, x)}
 	}
@@ -154,8 +158,10 @@ func (l *lowerer) callSite(el *entityLowering, c *call) string {
 	}
 	name := el.siteName(c.name)
 	el.sites[key] = name
-	el.out.Relations = append(el.out.Relations, &ast.Relation{Pos: c.pos, Name: name, NamePos: c.pos,
-		Doc: docCall + key, Types: wildcards(l.entityNames(), c.name, c.pos)})
+	el.out.Relations = append(el.out.Relations, &ast.Relation{
+		Pos: c.pos, Name: name, NamePos: c.pos,
+		Doc: docCall + key, Types: wildcards(l.entityNames(), c.name, c.pos),
+	})
 	return name
 }
 

@@ -101,9 +101,8 @@ var attributeTypes = map[string]bool{"boolean": true, "string": true, "integer":
 type syntaxError struct{ d ast.Diagnostic }
 
 type parser struct {
-	lx   *lexer
-	tok  token
-	peek *token
+	lx  *lexer
+	tok token
 }
 
 // parse reads src. It returns the tree, or nil and the first syntax error.
@@ -127,22 +126,10 @@ func parse(src string) (f *file, diags []ast.Diagnostic) {
 }
 
 func (p *parser) advance() {
-	if p.peek != nil {
-		p.tok, p.peek = *p.peek, nil
-	} else {
-		p.tok = p.lx.next()
-	}
+	p.tok = p.lx.next()
 	if len(p.lx.diags) > 0 {
 		panic(syntaxError{p.lx.diags[0]})
 	}
-}
-
-func (p *parser) lookahead() token {
-	if p.peek == nil {
-		t := p.lx.next()
-		p.peek = &t
-	}
-	return *p.peek
 }
 
 func (p *parser) fail(at ast.Pos, format string, args ...any) {

@@ -231,8 +231,10 @@ func TestSyntaxErrors(t *testing.T) {
 		{"bad character", "definition doc { relation r: user @ }", []string{"1:35: unrecognized character '@'"}},
 		{"unterminated comment", "definition doc {} /* oops", []string{"1:19: unterminated multiline comment"}},
 		{"partial", "partial p {}", []string{"1:1: partials are not supported by latch"}},
-		{"too deep", "definition doc { permission p = " + strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300) + " }",
-			[]string{"1:233: expression nested too deeply"}},
+		{
+			"too deep", "definition doc { permission p = " + strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300) + " }",
+			[]string{"1:233: expression nested too deeply"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

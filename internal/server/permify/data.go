@@ -46,8 +46,10 @@ func (s subjectRef) rel() rel.SubjectRef {
 }
 
 func tupleOf(r rel.Relationship) tupleJSON {
-	return tupleJSON{Entity: entityRef{r.Resource.Type, r.Resource.ID}, Relation: r.Relation,
-		Subject: subjectRef{r.Subject.Object.Type, r.Subject.Object.ID, r.Subject.Relation}}
+	return tupleJSON{
+		Entity: entityRef{r.Resource.Type, r.Resource.ID}, Relation: r.Relation,
+		Subject: subjectRef{r.Subject.Object.Type, r.Subject.Object.ID, r.Subject.Relation},
+	}
 }
 
 // batch collects a write's updates; a later update of the same relationship replaces
@@ -185,9 +187,11 @@ func (v *view) attributeUpdates(ctx context.Context, r store.Reader, attrs []att
 }
 
 func valueRel(obj rel.ObjectRef, relation string, al ir.AllowedSubject, ctx map[string]any) rel.Relationship {
-	return rel.Relationship{Resource: obj, Relation: relation,
+	return rel.Relationship{
+		Resource: obj, Relation: relation,
 		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: al.Type, ID: rel.Wildcard}},
-		Caveat:  &rel.Caveat{Name: al.Caveat, Context: ctx}}
+		Caveat:  &rel.Caveat{Name: al.Caveat, Context: ctx},
+	}
 }
 
 func (v *view) callUpdates(ctx context.Context, r store.Reader, obj rel.ObjectRef, set map[string]any, b *batch) error {
@@ -220,8 +224,10 @@ func (v *view) callUpdates(ctx context.Context, r store.Reader, obj rel.ObjectRe
 
 // storedValue reads attr of obj, or Permify's zero value when it was never written.
 func (v *view) storedValue(ctx context.Context, r store.Reader, obj rel.ObjectRef, attr string) (any, error) {
-	f := store.Filter{ResourceType: obj.Type, ResourceIDs: []string{obj.ID}, Relation: attr,
-		Subject: &store.SubjectFilter{Type: obj.Type, IDs: []string{rel.Wildcard}}}
+	f := store.Filter{
+		ResourceType: obj.Type, ResourceIDs: []string{obj.ID}, Relation: attr,
+		Subject: &store.SubjectFilter{Type: obj.Type, IDs: []string{rel.Wildcard}},
+	}
 	for it, err := range r.Query(ctx, f, store.QueryOptions{Limit: 1}) {
 		if err != nil {
 			return nil, err

@@ -56,6 +56,7 @@ func NewError(grpcCode int, reason, msg string) error {
 func invalid(reason, msg string) error {
 	return &apiError{code: codeInvalidArgument, reason: reason, msg: msg}
 }
+
 func notFound(reason, msg string) error {
 	return &apiError{code: codeNotFound, reason: reason, msg: msg}
 }

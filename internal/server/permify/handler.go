@@ -196,8 +196,10 @@ func readBody(r *http.Request) ([]byte, error) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, &apiError{code: codeResourceExhausted, reason: "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED",
-			msg: "request body is larger than the server's limit of " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"}
+		return nil, &apiError{
+			code: codeResourceExhausted, reason: "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED",
+			msg: "request body is larger than the server's limit of " + strconv.FormatInt(tooBig.Limit, 10) + " bytes",
+		}
 	case err != nil:
 		return nil, invalid("ERROR_CODE_INVALID_ARGUMENT", "reading the request body: "+err.Error())
 	}

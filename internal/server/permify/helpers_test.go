@@ -27,8 +27,10 @@ type api struct {
 func newAPI(t testing.TB, mutate func(*Config)) *api {
 	t.Helper()
 	def := memory.New(memory.Options{GCInterval: -1})
-	cfg := Config{Engine: engine.New(engine.Config{}), Default: def,
-		Tenants: MemoryTenants{Options: memory.Options{GCInterval: -1}}}
+	cfg := Config{
+		Engine: engine.New(engine.Config{}), Default: def,
+		Tenants: MemoryTenants{Options: memory.Options{GCInterval: -1}},
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -53,8 +53,10 @@ type checkBody struct {
 
 func (c checkBody) request() (engine.CheckRequest, error) {
 	ctx, err := c.Context.caveatContext()
-	return engine.CheckRequest{Resource: rel.ObjectRef{Type: c.Entity.Type, ID: c.Entity.ID}, Permission: c.Permission,
-		Subject: c.Subject.rel(), Context: ctx}, err
+	return engine.CheckRequest{
+		Resource: rel.ObjectRef{Type: c.Entity.Type, ID: c.Entity.ID}, Permission: c.Permission,
+		Subject: c.Subject.rel(), Context: ctx,
+	}, err
 }
 
 func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error) {
@@ -195,8 +197,10 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 		return nil, err
 	}
 	sr := req.SubjectReference.rel()
-	lreq := engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
-		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx}
+	lreq := engine.LookupSubjectsRequest{
+		Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
+		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
+	}
 	var ids []string
 	err = t.engine.LookupSubjects(ctx, v.s, r, lreq, func(f engine.FoundSubject) error {
 		if f.Result.Membership == engine.HasPermission && f.ID != rel.Wildcard {
@@ -269,8 +273,10 @@ func (h *Handler) expand(ctx context.Context, t *tenant, body []byte) (any, erro
 	return map[string]any{"tree": expandJSON(n)}, nil
 }
 
-var expandOps = map[engine.ExpandOp]string{engine.ExpandUnion: "OPERATION_UNION",
-	engine.ExpandIntersection: "OPERATION_INTERSECTION", engine.ExpandExclusion: "OPERATION_EXCLUSION"}
+var expandOps = map[engine.ExpandOp]string{
+	engine.ExpandUnion:        "OPERATION_UNION",
+	engine.ExpandIntersection: "OPERATION_INTERSECTION", engine.ExpandExclusion: "OPERATION_EXCLUSION",
+}
 
 func expandJSON(n *engine.ExpandNode) map[string]any {
 	out := map[string]any{"entity": entityRef{n.Object.Type, n.Object.ID}, "permission": n.Relation}

@@ -144,8 +144,10 @@ func (v *view) attributes(ctx context.Context, r store.Reader, f attributeFilter
 			if !ok || len(f.Attributes) > 0 && !slices.Contains(f.Attributes, rl.Relation) || rl.Caveat == nil {
 				continue
 			}
-			out = append(out, map[string]any{"entity": entityRef{typ, rl.Resource.ID}, "attribute": rl.Relation,
-				"value": valueJSON(rl.Caveat.Context["value"], at)})
+			out = append(out, map[string]any{
+				"entity": entityRef{typ, rl.Resource.ID}, "attribute": rl.Relation,
+				"value": valueJSON(rl.Caveat.Context["value"], at),
+			})
 		}
 	}
 	return out, nil

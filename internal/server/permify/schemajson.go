@@ -63,7 +63,8 @@ func childJSON(v *view, d *ir.Definition, x *ir.Expr) map[string]any {
 		return map[string]any{"rewrite": map[string]any{"rewrite_operation": rewriteOps[x.Kind], "children": children}}
 	case ir.Arrow:
 		return map[string]any{"leaf": map[string]any{"tuple_to_user_set": map[string]any{
-			"tupleSet": map[string]string{"relation": x.Tupleset}, "computed": map[string]string{"relation": x.Target}}}}
+			"tupleSet": map[string]string{"relation": x.Tupleset}, "computed": map[string]string{"relation": x.Target},
+		}}}
 	case ir.Ref:
 		if v.info.IsAttribute(d.Name, x.Name) {
 			return map[string]any{"leaf": map[string]any{"computed_attribute": map[string]string{"name": x.Name}}}

@@ -97,7 +97,8 @@ func (p PebbleTenants) Create(t TenantInfo) (store.Store, error) {
 	created, _ := t.Created.MarshalText()
 	raw, _ := json.Marshal(tenantFile{ID: t.ID, Name: t.Name, Created: string(created)})
 	tmp := filepath.Join(p.Dir, t.ID+".json.tmp")
-	if err := os.WriteFile(tmp, raw, 0o644); err == nil {
+	err = os.WriteFile(tmp, raw, 0o644)
+	if err == nil {
 		err = os.Rename(tmp, filepath.Join(p.Dir, t.ID+".json"))
 	}
 	if err != nil {

@@ -29,8 +29,10 @@ type social struct {
 
 func newSocial(seed uint64) *social {
 	r := rand.New(rand.NewPCG(seed, 7))
-	s := &social{users: 400, contents: 1600, interactions: 1600,
-		follower: map[[2]int]bool{}, blocked: map[[2]int]bool{}, userPublic: map[int]bool{}, contentPublic: map[int]bool{}}
+	s := &social{
+		users: 400, contents: 1600, interactions: 1600,
+		follower: map[[2]int]bool{}, blocked: map[[2]int]bool{}, userPublic: map[int]bool{}, contentPublic: map[int]bool{},
+	}
 	for u := range s.users {
 		for range 8 {
 			s.follower[[2]int{u, r.IntN(s.users)}] = true
@@ -57,8 +59,10 @@ func newSocial(seed uint64) *social {
 // i are public when i%4 == 0. About a quarter of random content and interaction checks
 // are allowed.
 func newPermifyScript(n int) *social {
-	s := &social{users: n, contents: n, interactions: n,
-		follower: map[[2]int]bool{}, blocked: map[[2]int]bool{}, userPublic: map[int]bool{}, contentPublic: map[int]bool{}}
+	s := &social{
+		users: n, contents: n, interactions: n,
+		follower: map[[2]int]bool{}, blocked: map[[2]int]bool{}, userPublic: map[int]bool{}, contentPublic: map[int]bool{},
+	}
 	for i := range n {
 		s.follower[[2]int{i, (i + 1) % n}] = true
 		s.blocked[[2]int{i, (i + 2) % n}] = true

@@ -13,7 +13,8 @@ import (
 func touchOf(id string) store.RelationshipChange {
 	return store.RelationshipChange{Op: store.ChangeTouch, Relationship: rel.Relationship{
 		Resource: rel.ObjectRef{Type: "doc", ID: id}, Relation: "viewer",
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}}}}
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
+	}}
 }
 
 func change(rev store.Revision, n int) store.Change {

@@ -220,8 +220,10 @@ func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Val
 	})
 }
 
-var copyColumns = []string{"resource_type", "resource_id", "relation", "subject_type", "subject_id",
-	"subject_relation", "caveat_name", "caveat_context", "expiration"}
+var copyColumns = []string{
+	"resource_type", "resource_id", "relation", "subject_type", "subject_id",
+	"subject_relation", "caveat_name", "caveat_context", "expiration",
+}
 
 // BulkLoad creates every relationship rels yields with COPY in one transaction; it
 // fails whole when one exists or is yielded twice. It is not retried: rels is

@@ -138,8 +138,10 @@ func BenchmarkQueryCheck(b *testing.B) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	filters := make([]store.Filter, 1024)
 	for i := range filters {
-		filters[i] = store.Filter{ResourceType: "document", ResourceIDs: docIDs(rnd, 10), Relation: "viewer",
-			Subject: &store.SubjectFilter{Type: "user", IDs: []string{fmt.Sprint("user-", rnd.IntN(benchUsers)), rel.Wildcard}}}
+		filters[i] = store.Filter{
+			ResourceType: "document", ResourceIDs: docIDs(rnd, 10), Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: []string{fmt.Sprint("user-", rnd.IntN(benchUsers)), rel.Wildcard}},
+		}
 	}
 	b.ReportAllocs()
 	i := 0
@@ -172,8 +174,10 @@ func BenchmarkQueryReverse(b *testing.B) {
 	rnd := rand.New(rand.NewPCG(7, 8))
 	filters := make([]store.Filter, 1024)
 	for i := range filters {
-		filters[i] = store.Filter{ResourceType: "document", Relation: "viewer",
-			Subject: &store.SubjectFilter{Type: "user", IDs: []string{fmt.Sprint("user-", rnd.IntN(benchUsers))}, RelationSet: true}}
+		filters[i] = store.Filter{
+			ResourceType: "document", Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: []string{fmt.Sprint("user-", rnd.IntN(benchUsers))}, RelationSet: true},
+		}
 	}
 	b.ReportAllocs()
 	i, n := 0, 0

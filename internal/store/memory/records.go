@@ -243,8 +243,12 @@ func (s *Store) resolveKey(k rel.Key) (exactKey, bool) {
 		str string
 		dst *sym
 	}{
-		{k.ResourceType, &e.resType}, {k.ResourceID, &e.resID}, {k.Relation, &e.relation},
-		{k.SubjectType, &e.subjType}, {k.SubjectID, &e.subjID}, {k.SubjectRelation, &e.subjRel},
+		{k.ResourceType, &e.resType},
+		{k.ResourceID, &e.resID},
+		{k.Relation, &e.relation},
+		{k.SubjectType, &e.subjType},
+		{k.SubjectID, &e.subjID},
+		{k.SubjectRelation, &e.subjRel},
 	}
 	for _, p := range parts {
 		id, ok := s.in.lookup(p.str)

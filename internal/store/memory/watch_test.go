@@ -16,8 +16,10 @@ import (
 )
 
 func viewer(id string) rel.Relationship {
-	return rel.Relationship{Resource: rel.ObjectRef{Type: "document", ID: id}, Relation: "viewer",
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}}}
+	return rel.Relationship{
+		Resource: rel.ObjectRef{Type: "document", ID: id}, Relation: "viewer",
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
+	}
 }
 
 // A watcher paused for longer than the feed holds resumes from the records' history

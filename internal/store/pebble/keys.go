@@ -201,8 +201,10 @@ func relKey(f *fields) rel.Key {
 		out[i] = all[at : at+len(b)]
 		at += len(b)
 	}
-	return rel.Key{ResourceType: out[0], ResourceID: out[1], Relation: out[2],
-		SubjectType: out[3], SubjectID: out[4], SubjectRelation: out[5]}
+	return rel.Key{
+		ResourceType: out[0], ResourceID: out[1], Relation: out[2],
+		SubjectType: out[3], SubjectID: out[4], SubjectRelation: out[5],
+	}
 }
 
 // reverseFromFields appends the reverse version key of f created at rev.

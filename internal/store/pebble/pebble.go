@@ -278,6 +278,7 @@ func (quietLogger) Infof(string, ...any) {}
 func (quietLogger) Errorf(format string, args ...any) {
 	log.Printf("pebble store: "+format, args...)
 }
+
 func (quietLogger) Fatalf(format string, args ...any) {
 	log.Fatalf("pebble store: "+format, args...)
 }

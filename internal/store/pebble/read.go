@@ -126,8 +126,10 @@ func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts s
 	if err := ctx.Err(); err != nil {
 		return nil, pooledIter{}, err
 	}
-	q := &query{s: s, ctx: ctx, rev: rev, now: expiryOf(s.opts.Now()), f: f, limit: max(opts.Limit, 0),
-		codec: store.NewCursorCodec(f), yield: yield}
+	q := &query{
+		s: s, ctx: ctx, rev: rev, now: expiryOf(s.opts.Now()), f: f, limit: max(opts.Limit, 0),
+		codec: store.NewCursorCodec(f), yield: yield,
+	}
 	if opts.After != "" {
 		k, err := q.codec.Decode(opts.After)
 		if err != nil {

@@ -268,8 +268,10 @@ func TestBatchedQueriesSeek(t *testing.T) {
 		t.Fatalf("query of 2 subject ids read %d relationships in %d iterator calls", len(got), steps())
 	}
 	// A check: one resource with many subjects, asking for two of them.
-	got = readAll(t, s, rev, store.Filter{ResourceType: "document", ResourceIDs: []string{"doc-target"}, Relation: "viewer",
-		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"user-aa", "user-zz"}}})
+	got = readAll(t, s, rev, store.Filter{
+		ResourceType: "document", ResourceIDs: []string{"doc-target"}, Relation: "viewer",
+		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"user-aa", "user-zz"}},
+	})
 	if len(got) != 1 || steps() > 2*seekAfterMisses+10 {
 		t.Fatalf("check of 2 subjects on a wide resource read %d relationships in %d iterator calls", len(got), steps())
 	}

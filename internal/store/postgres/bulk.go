@@ -15,8 +15,10 @@ import (
 	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
 
-var copyColumns = []string{"resource_type", "resource_id", "relation", "subject_type", "subject_id",
-	"subject_relation", "caveat_name", "caveat_context", "expiration"}
+var copyColumns = []string{
+	"resource_type", "resource_id", "relation", "subject_type", "subject_id",
+	"subject_relation", "caveat_name", "caveat_context", "expiration",
+}
 
 // BulkLoad creates every relationship rels yields with COPY, in one transaction that
 // becomes one revision. It fails whole, writing nothing, when a relationship already
@@ -82,8 +84,10 @@ func bulkError(ctx context.Context, err error) error {
 	_, values, ok := strings.Cut(pgErr.Detail, ")=(")
 	values, _, ok2 := strings.Cut(values, ") already exists")
 	if parts := strings.Split(values, ", "); ok && ok2 && len(parts) == 7 {
-		r := rel.Relationship{Resource: rel.ObjectRef{Type: parts[0], ID: parts[1]}, Relation: parts[2],
-			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: parts[3], ID: parts[4]}, Relation: parts[5]}}
+		r := rel.Relationship{
+			Resource: rel.ObjectRef{Type: parts[0], ID: parts[1]}, Relation: parts[2],
+			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: parts[3], ID: parts[4]}, Relation: parts[5]},
+		}
 		return fmt.Errorf("postgres: bulk load: %w", &store.AlreadyExistsError{Relationship: r})
 	}
 	return fmt.Errorf("postgres: bulk load: a relationship already exists or is listed twice: %s", pgErr.Detail)

@@ -26,8 +26,10 @@ func explainFixture(n int) iter.Seq2[rel.Relationship, error] {
 				relation string
 				user     int
 			}{{"viewer", i % 2000}, {"owner", (i * 7) % 2000}} {
-				x := rel.Relationship{Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", i)}, Relation: r.relation,
-					Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", r.user)}}}
+				x := rel.Relationship{
+					Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", i)}, Relation: r.relation,
+					Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", r.user)}},
+				}
 				if !yield(x, nil) {
 					return
 				}
@@ -74,10 +76,14 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		index string // "": either index
 	}{
 		{"forward", store.Filter{ResourceType: "doc", ResourceIDs: ids("d", 50, 997), Relation: "viewer"}, "latch_relationships_pk"},
-		{"forward check", store.Filter{ResourceType: "doc", ResourceIDs: ids("d", 50, 997), Relation: "viewer",
-			Subject: &store.SubjectFilter{Type: "user", IDs: ids("u", 3, 1), RelationSet: true}}, ""},
-		{"reverse", store.Filter{ResourceType: "doc", Relation: "viewer",
-			Subject: &store.SubjectFilter{Type: "user", IDs: ids("u", 50, 37), RelationSet: true}}, "latch_relationships_by_subject"},
+		{"forward check", store.Filter{
+			ResourceType: "doc", ResourceIDs: ids("d", 50, 997), Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: ids("u", 3, 1), RelationSet: true},
+		}, ""},
+		{"reverse", store.Filter{
+			ResourceType: "doc", Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: ids("u", 50, 37), RelationSet: true},
+		}, "latch_relationships_by_subject"},
 		{"reverse any relation", store.Filter{Subject: &store.SubjectFilter{Type: "user", IDs: ids("u", 50, 37)}}, "latch_relationships_by_subject"},
 		{"reverse any type", store.Filter{Subject: &store.SubjectFilter{IDs: ids("u", 50, 37)}}, "latch_relationships_by_subject"},
 	}

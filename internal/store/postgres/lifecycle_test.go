@@ -229,7 +229,11 @@ func TestBulkLoad(t *testing.T) {
 		t.Fatalf("bulk load from a failing source: %v", err)
 	}
 	dup := func(yield func(rel.Relationship, error) bool) {
-		_ = yield(docRel("x", "u"), nil) && yield(docRel("x", "u"), nil)
+		for range 2 {
+			if !yield(docRel("x", "u"), nil) {
+				return
+			}
+		}
 	}
 	if _, err := s.BulkLoad(ctx, dup); !errors.As(err, &exists) {
 		t.Fatalf("bulk load with a duplicate: %v; want AlreadyExistsError", err)

@@ -14,8 +14,10 @@ import (
 )
 
 func docRel(resource, subject string) rel.Relationship {
-	return rel.Relationship{Resource: rel.ObjectRef{Type: "doc", ID: resource}, Relation: "viewer",
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: subject}}}
+	return rel.Relationship{
+		Resource: rel.ObjectRef{Type: "doc", ID: resource}, Relation: "viewer",
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: subject}},
+	}
 }
 
 // readAll returns the resource ids of every relationship at rev.
@@ -146,8 +148,10 @@ func TestConcurrentPreconditions(t *testing.T) {
 		start := make(chan struct{})
 		for g := range 8 {
 			wg.Go(func() {
-				claim := rel.Relationship{Resource: rel.ObjectRef{Type: "lock", ID: id}, Relation: "holder",
-					Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("g", g)}}}
+				claim := rel.Relationship{
+					Resource: rel.ObjectRef{Type: "lock", ID: id}, Relation: "holder",
+					Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("g", g)}},
+				}
 				<-start
 				_, err := s.Write(ctx, pre, []store.Update{{Op: store.Create, Relationship: claim}}, nil)
 				var failed *store.PreconditionFailedError

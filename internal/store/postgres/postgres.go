@@ -147,8 +147,10 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		reads.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{
+		opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
 	for _, u := range opts.ReplicaURIs {
 		pool, err := newPool(u, opts.ReadConns, opts.ConnectTimeout, "latch-replica")
 		if err != nil {

@@ -116,6 +116,8 @@ func CopyRow(r rel.Relationship) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{r.Resource.Type, r.Resource.ID, r.Relation, r.Subject.Object.Type, r.Subject.Object.ID,
-		r.Subject.Relation, name, ctx, r.Expiration}, nil
+	return []any{
+		r.Resource.Type, r.Resource.ID, r.Relation, r.Subject.Object.Type, r.Subject.Object.ID,
+		r.Subject.Relation, name, ctx, r.Expiration,
+	}, nil
 }

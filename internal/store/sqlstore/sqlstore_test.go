@@ -49,8 +49,10 @@ func TestPrefixUpperBound(t *testing.T) {
 func TestFilterConditions(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var a Args
-	f := store.Filter{ResourceType: "doc", ResourceIDs: []string{"a", "b"}, ResourceIDPrefix: "x%_",
-		Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"u"}, RelationSet: true}}
+	f := store.Filter{
+		ResourceType: "doc", ResourceIDs: []string{"a", "b"}, ResourceIDPrefix: "x%_",
+		Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"u"}, RelationSet: true},
+	}
 	got := And(FilterConditions(f, now, &a))
 	want := "resource_type = $1 AND resource_id = ANY($2) AND resource_id >= $3 AND resource_id < $4 AND relation = $5" +
 		" AND subject_type = $6 AND subject_id = $7 AND subject_relation = $8 AND (expiration IS NULL OR expiration > $9)"
@@ -75,8 +77,10 @@ func TestFilterConditions(t *testing.T) {
 func TestSelectBuild(t *testing.T) {
 	var a Args
 	a.Add("visibility-param")
-	sel := Select{Table: "rels", AsOf: "AS OF SYSTEM TIME $1", Extra: []string{"v = $1"},
-		Filter: store.Filter{ResourceType: "doc", IncludeExpired: true}, Limit: 10}
+	sel := Select{
+		Table: "rels", AsOf: "AS OF SYSTEM TIME $1", Extra: []string{"v = $1"},
+		Filter: store.Filter{ResourceType: "doc", IncludeExpired: true}, Limit: 10,
+	}
 	after := rel.Key{ResourceType: "doc", ResourceID: "a"}
 	got := sel.Build(&a, &after)
 	want := "SELECT " + SelectColumns + " FROM rels AS OF SYSTEM TIME $1 WHERE resource_type = $2 AND v = $1 AND " +
@@ -91,8 +95,10 @@ func TestSelectBuild(t *testing.T) {
 }
 
 func TestCheckUpdates(t *testing.T) {
-	r := rel.Relationship{Resource: rel.ObjectRef{Type: "doc", ID: "a"}, Relation: "viewer",
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}}}
+	r := rel.Relationship{
+		Resource: rel.ObjectRef{Type: "doc", ID: "a"}, Relation: "viewer",
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
+	}
 	nameless := r
 	nameless.Caveat = &rel.Caveat{}
 	var invalid *store.InvalidUpdateError

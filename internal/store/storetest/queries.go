@@ -60,8 +60,10 @@ func testSubjectFilters(h *harness) {
 		"document:a#viewer@group:eng#member", "folder:f#viewer@group:eng#member", "group:eng#member@group:ops#member")
 	// The wildcard is stored as the id "*" and matches only when asked for.
 	h.expect(rev, subject(store.SubjectFilter{Type: "user", IDs: []string{rel.Wildcard}}), "document:a#viewer@user:*")
-	h.expect(rev, store.Filter{ResourceType: "document", ResourceIDs: []string{"a", "b"}, Relation: "viewer",
-		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice", rel.Wildcard, "carol"}}},
+	h.expect(rev, store.Filter{
+		ResourceType: "document", ResourceIDs: []string{"a", "b"}, Relation: "viewer",
+		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice", rel.Wildcard, "carol"}},
+	},
 		"document:a#viewer@user:*", "document:a#viewer@user:alice", "document:b#viewer@user:carol")
 	h.expect(rev, store.Filter{ResourceType: "document", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice"}}},
 		"document:a#viewer@user:alice", "document:ab#viewer@user:alice")
@@ -89,10 +91,14 @@ func testFiltersAgainstBruteForce(h *harness) {
 		}
 	}
 	for i := range 300 { // one resource with many subjects, one subject on many resources
-		add(rel.Relationship{Resource: rel.ObjectRef{Type: "doc", ID: "big"}, Relation: "viewer",
-			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", i)}}})
-		add(rel.Relationship{Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", i)}, Relation: "viewer",
-			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "big"}}})
+		add(rel.Relationship{
+			Resource: rel.ObjectRef{Type: "doc", ID: "big"}, Relation: "viewer",
+			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", i)}},
+		})
+		add(rel.Relationship{
+			Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", i)}, Relation: "viewer",
+			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "big"}},
+		})
 	}
 	for range 200 {
 		add(u.relationship(rnd))
@@ -255,8 +261,10 @@ func testExpiration(h *harness) {
 	rev := h.write(updates(store.Touch, expired, later, h.rel("document:a#viewer@user:carol"))...)
 	h.expect(rev, all, "document:a#viewer@user:bob", "document:a#viewer@user:carol")
 	h.expect(rev, store.Filter{IncludeExpired: true}, "document:a#viewer@user:alice", "document:a#viewer@user:bob", "document:a#viewer@user:carol")
-	h.expect(rev, store.Filter{ResourceType: "document", ResourceIDs: []string{"a"}, Relation: "viewer",
-		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice"}}})
+	h.expect(rev, store.Filter{
+		ResourceType: "document", ResourceIDs: []string{"a"}, Relation: "viewer",
+		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice"}},
+	})
 	items := h.query(rev, store.Filter{Subject: &store.SubjectFilter{Type: "user", IDs: []string{"bob"}}}, store.QueryOptions{})
 	if len(items) != 1 || items[0].Relationship.Expiration == nil || !items[0].Relationship.Expiration.Equal(future) {
 		h.t.Fatalf("expiration did not round-trip: %+v", items)
