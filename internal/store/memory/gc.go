@@ -197,8 +197,8 @@ func (s *Store) relink(head uint32, next func(*record) *uint32) chain {
 	return out
 }
 
-// freeLocked drops the marked records from the type catalogue, releases their symbols
-// and caveats, and puts their slots up for reuse.
+// freeLocked drops the marked records from the type catalogue, releases their symbols,
+// name slots and caveats, and puts their slots up for reuse.
 func (s *Store) freeLocked(victims []uint32) {
 	var unused []sym
 	touched := map[sym]struct{}{}
@@ -225,6 +225,9 @@ func (s *Store) freeLocked(victims []uint32) {
 		if info := s.types[t]; info != nil && info.empty() {
 			delete(s.types, t)
 		}
+	}
+	for _, x := range unused {
+		s.recs.dropName(x)
 	}
 	s.in.reclaim(unused)
 }

@@ -96,7 +96,38 @@ func (s *Store) invariantsLocked() error {
 	if !slices.Equal(refs, s.in.refs) {
 		return fmt.Errorf("symbol reference counts disagree with the records")
 	}
+	if err := s.checkNameSlotsLocked(); err != nil {
+		return err
+	}
 	return s.checkCatalogueLocked()
+}
+
+// checkNameSlotsLocked checks that every record's name slots are bound to the symbols
+// the slot table says, and that a slot no record uses is free.
+func (s *Store) checkNameSlotsLocked() error {
+	rp := &s.recs
+	if len(rp.slotOf)+len(rp.freeNames) != len(rp.names) {
+		return fmt.Errorf("%d name slots: %d bound and %d free", len(rp.names), len(rp.slotOf), len(rp.freeNames))
+	}
+	used := map[nameSlot]bool{}
+	for idx := 1; idx < rp.len(); idx++ {
+		r := rp.at(uint32(idx))
+		if r.created == 0 {
+			continue
+		}
+		for _, n := range [...]nameSlot{r.resType, r.relation, r.subjType, r.subjRel} {
+			if b, ok := rp.slotOf[rp.name(n)]; !ok || b != n {
+				return fmt.Errorf("record %d uses name slot %d, which is not bound to its symbol", idx, n)
+			}
+			used[n] = true
+		}
+	}
+	for sy, n := range rp.slotOf {
+		if rp.names[n] != sy || !used[n] {
+			return fmt.Errorf("name slot %d holds symbol %d (%q) that no record uses", n, sy, s.in.str(sy))
+		}
+	}
+	return nil
 }
 
 // checkFwdLocked checks the forward chains and counts each record's appearances.

@@ -49,7 +49,7 @@ func (s *Store) expiredAtLocked(r *record, now int64) bool {
 }
 
 const (
-	pageBits = 14 // 16384 records, 1 MiB, per page
+	pageBits = 14 // 16384 records, 640 KiB, per page
 	pageSize = 1 << pageBits
 	pageMask = pageSize - 1
 )
@@ -61,12 +61,15 @@ type recordPages struct {
 	pages [][]record
 	n     uint32 // slots handed out; slot 0 is reserved
 
-	names  []sym            // by name slot: the type and relation symbols records use
-	slotOf map[sym]nameSlot // inverse of names
+	names     []sym            // by name slot: the type and relation symbols records use
+	slotOf    map[sym]nameSlot // inverse of names, for the slots in use
+	freeNames []nameSlot       // slots no record uses any more, for reuse
 }
 
-// nameSlot is a type's or a relation's slot in recordPages.names. Slots are handed out
-// once and never reused; the symbol a slot holds stays valid while records use it.
+// nameSlot is a type's or a relation's slot in recordPages.names. A slot stays bound to
+// its symbol while any record uses it, which also keeps the symbol's string; once the
+// last such record is freed the slot is freed with the symbol, so that a long-running
+// store whose names come and go does not run out of slots.
 type nameSlot uint16
 
 // maxNames is how many distinct type and relation names a store can hold.
@@ -84,11 +87,30 @@ func (rp *recordPages) slot(s sym) nameSlot {
 	if rp.slotOf == nil {
 		rp.slotOf = map[sym]nameSlot{}
 	}
-	n := nameSlot(len(rp.names))
-	rp.names = append(rp.names, s)
+	var n nameSlot
+	if k := len(rp.freeNames); k > 0 {
+		n = rp.freeNames[k-1]
+		rp.freeNames = rp.freeNames[:k-1]
+		rp.names[n] = s
+	} else {
+		n = nameSlot(len(rp.names))
+		rp.names = append(rp.names, s)
+	}
 	rp.slotOf[s] = n
 	return n
 }
+
+// dropName frees the name slot of symbol s, if it has one; no record may use s.
+func (rp *recordPages) dropName(s sym) {
+	if n, ok := rp.slotOf[s]; ok {
+		delete(rp.slotOf, s)
+		rp.names[n] = 0
+		rp.freeNames = append(rp.freeNames, n)
+	}
+}
+
+// namesInUse is the number of name slots records use.
+func (rp *recordPages) namesInUse() int { return len(rp.names) - len(rp.freeNames) }
 
 func (rp *recordPages) at(idx uint32) *record { return &rp.pages[idx>>pageBits][idx&pageMask] }
 

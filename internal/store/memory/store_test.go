@@ -178,3 +178,25 @@ func TestTooManyNames(t *testing.T) {
 	// Names already held still write.
 	mustWrite(t, s, store.Create, relationship("t0", "b", "r0", "s0", "y", "m0"))
 }
+
+// TestNameSlotsReused: the name slots of types and relations that no record uses any
+// more are freed by garbage collection, so names that come and go never exhaust them.
+func TestNameSlotsReused(t *testing.T) {
+	s, c := newTestStore(t, time.Minute)
+	for i := range 100 {
+		x := relationship(fmt.Sprint("t", i), "a", fmt.Sprint("r", i), fmt.Sprint("s", i), "x", fmt.Sprint("m", i))
+		mustWrite(t, s, store.Create, x)
+		mustWrite(t, s, store.Delete, x)
+		c.advance(2 * time.Minute)
+		mustWrite(t, s, store.Touch, relationship("doc", "keep", "viewer", "user", "k", ""))
+		c.advance(2 * time.Minute)
+		s.GC(c.Now())
+		checkInvariants(t, s)
+	}
+	if n := len(s.recs.names); n > 8 {
+		t.Fatalf("100 names written and collected in turn took %d name slots; want them reused", n)
+	}
+	if got := readAll(t, s, store.Revision(s.head), store.Filter{ResourceType: "doc"}); len(got) != 1 {
+		t.Fatalf("after reuse read %v", got)
+	}
+}

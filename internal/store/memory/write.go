@@ -139,7 +139,7 @@ func (s *Store) checkCreates(updates []store.Update) error {
 // checkNamesLocked fails when the updates name more new types and relations than the
 // name slots left (see recordPages.name).
 func (s *Store) checkNamesLocked(updates []store.Update) error {
-	left := maxNames - len(s.recs.names)
+	left := maxNames - s.recs.namesInUse()
 	if left >= 4*len(updates) {
 		return nil // even all new, they fit
 	}
@@ -159,7 +159,7 @@ func (s *Store) checkNamesLocked(updates []store.Update) error {
 		}
 	}
 	if len(fresh) > left {
-		return fmt.Errorf("the memory store holds at most %d distinct type and relation names; this write adds %d to %d", maxNames, len(fresh), len(s.recs.names))
+		return fmt.Errorf("the memory store holds at most %d distinct type and relation names; this write adds %d to %d", maxNames, len(fresh), s.recs.namesInUse())
 	}
 	return nil
 }
