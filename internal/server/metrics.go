@@ -130,7 +130,7 @@ type timedReader struct {
 
 func (r *timedReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	r.queries.Add(1)
-	inner := traceQuery(ctx, r.tracer, f, func(ctx context.Context) iter.Seq2[store.Item, error] { return r.Reader.Query(ctx, f, opts) })
+	inner := traceQuery(ctx, r.tracer, r.Reader, f, opts)
 	return func(yield func(store.Item, error) bool) {
 		start := time.Now()
 		defer func() { r.m.queryLatency.Observe(time.Since(start).Seconds()) }()

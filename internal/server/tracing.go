@@ -38,11 +38,11 @@ func (c Config) tracingOptions() []grpc.ServerOption {
 	))}
 }
 
-// traceQuery wraps one datastore query in a span when the call it serves is traced
-// (sampled); otherwise it returns the query as it is, at no cost.
-func traceQuery(ctx context.Context, t trace.Tracer, f store.Filter, q func(context.Context) iter.Seq2[store.Item, error]) iter.Seq2[store.Item, error] {
+// traceQuery runs r.Query in a span when the call it serves is traced (sampled);
+// otherwise it is r.Query, at no cost.
+func traceQuery(ctx context.Context, t trace.Tracer, r store.Reader, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		return q(ctx)
+		return r.Query(ctx, f, opts)
 	}
 	return func(yield func(store.Item, error) bool) {
 		ctx, span := t.Start(ctx, "datastore.query", trace.WithAttributes(
@@ -52,7 +52,7 @@ func traceQuery(ctx context.Context, t trace.Tracer, f store.Filter, q func(cont
 		))
 		defer span.End()
 		n := 0
-		for item, err := range q(ctx) {
+		for item, err := range r.Query(ctx, f, opts) {
 			if err != nil {
 				span.RecordError(err)
 			} else {

@@ -78,8 +78,8 @@ const maxNames = 1 << 16
 // name is the symbol of a name slot.
 func (rp *recordPages) name(n nameSlot) sym { return rp.names[n] }
 
-// slot returns the name slot of symbol s, handing out a new one if needed; callers
-// have checked with newNames that one is left.
+// slot returns the name slot of symbol s, handing out a new one if needed; writers
+// have checked with checkNamesLocked that one is left.
 func (rp *recordPages) slot(s sym) nameSlot {
 	if n, ok := rp.slotOf[s]; ok {
 		return n
