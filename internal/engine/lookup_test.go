@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
 )
@@ -163,4 +165,136 @@ func lsMembership(concrete map[string]engine.Result, wild *engine.FoundSubject, 
 		return wm
 	}
 	return m
+}
+
+// lookupFixture compiles src and writes rels (in relationship syntax) to a memory store.
+func lookupFixture(t *testing.T, src string, rels ...string) (*ir.Schema, store.Reader) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := schema.Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	t.Cleanup(func() { st.Close() })
+	updates := make([]store.Update, len(rels))
+	for i, x := range rels {
+		r, err := rel.Parse(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates[i] = store.Update{Op: store.Create, Relationship: r}
+	}
+	rev, err := st.Write(ctx, nil, updates, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := st.Reader(ctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, reader
+}
+
+// TestLookupResourcesSubjectSetOfOwnPermission: a subject set holds itself whether it
+// names a relation or a permission, so a lookup from doc:d0#read finds d0 and whatever
+// d0's permissions reach, through permissions that alias each other.
+func TestLookupResourcesSubjectSetOfOwnPermission(t *testing.T) {
+	s, reader := lookupFixture(t, `
+definition user {}
+definition group {
+	relation member: user | group#membership
+	permission membership = member
+}
+definition doc {
+	relation reader: user | doc#admin
+	permission read = reader
+	permission admin = read
+	permission view = admin
+}`, "doc:d1#reader@doc:d0#admin", "doc:d2#reader@doc:d1#admin", "doc:d3#reader@user:u0",
+		"group:g1#member@group:g0#membership")
+	eng := engine.New(engine.Config{})
+	cases := []struct {
+		typ, perm string
+		subject   string
+		want      []string
+	}{
+		{"doc", "read", "doc:d0#read", []string{"d0", "d1", "d2"}},
+		{"doc", "view", "doc:d0#admin", []string{"d0", "d1", "d2"}},
+		{"doc", "read", "doc:d1#reader", []string{"d1", "d2"}},
+		{"doc", "reader", "doc:d0#admin", []string{"d1", "d2"}},
+		{"group", "membership", "group:g0#membership", []string{"g0", "g1"}},
+	}
+	for _, c := range cases {
+		subj, err := rel.ParseSubject(c.subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		err = eng.LookupResources(context.Background(), s, reader, engine.LookupResourcesRequest{ResourceType: c.typ, Permission: c.perm, Subject: subj},
+			func(f engine.FoundResource) error { got = append(got, f.ID); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("LookupResources(%s#%s, %s) = %v, want %v", c.typ, c.perm, c.subject, got, c.want)
+		}
+		for _, id := range c.want {
+			res, err := eng.Check(context.Background(), s, reader, engine.CheckRequest{Resource: rel.ObjectRef{Type: c.typ, ID: id}, Permission: c.perm, Subject: subj})
+			if err != nil || res.Membership != engine.HasPermission {
+				t.Errorf("Check(%s:%s#%s@%s) = %v %v, want granted", c.typ, id, c.perm, c.subject, res, err)
+			}
+		}
+	}
+}
+
+// TestLookupSubjectsWildcardsInNestedExclusions: * - (* - {u0}) is {u0}, and
+// * - (* - (* - {u0})) is everyone but u0, directly and through arrows.
+func TestLookupSubjectsWildcardsInNestedExclusions(t *testing.T) {
+	s, reader := lookupFixture(t, `
+definition user {}
+definition doc {
+	relation reader: user:*
+	relation other: user:*
+	relation owner: user
+	relation parent: doc
+	permission perm1 = reader - (other - owner)
+	permission perm2 = reader - (reader - (other - owner))
+	permission via_parent1 = parent->perm1
+	permission via_parent2 = reader - (reader - parent->perm2)
+}`, "doc:d0#reader@user:*", "doc:d0#other@user:*", "doc:d0#owner@user:u0",
+		"doc:d1#parent@doc:d0", "doc:d1#reader@user:*")
+	eng := engine.New(engine.Config{})
+	cases := []struct {
+		res, perm string
+		want      string
+	}{
+		{"d0", "perm1", "u0"},
+		{"d0", "perm2", "* - [u0]"},
+		{"d1", "via_parent1", "u0"},
+		{"d1", "via_parent2", "* - [u0]"},
+	}
+	for _, c := range cases {
+		var got []string
+		err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: c.res}, Permission: c.perm, SubjectType: "user"},
+			func(f engine.FoundSubject) error {
+				if f.ID != rel.Wildcard {
+					got = append(got, f.ID)
+					return nil
+				}
+				var ex []string
+				for _, x := range f.Excluded {
+					ex = append(ex, x.ID)
+				}
+				got = append(got, fmt.Sprintf("* - %v", ex))
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, ", ") != c.want {
+			t.Errorf("LookupSubjects(doc:%s#%s) = %v, want %s", c.res, c.perm, got, c.want)
+		}
+	}
 }

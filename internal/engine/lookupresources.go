@@ -121,10 +121,21 @@ type reverseLookup struct {
 
 func (l *reverseLookup) relation(ctx context.Context, r *ir.Relation) (results, error) {
 	return l.sets.get(ctx, r, func() (results, error) {
+		var res results
+		var err error
 		if r.IsPermission() {
-			return l.expr(ctx, r.Def, r.Rewrite)
+			res, err = l.expr(ctx, r.Def, r.Rewrite)
+		} else {
+			res, err = l.direct(ctx, r)
 		}
-		return l.direct(ctx, r)
+		if err == nil {
+			// A subject set holds itself, whether it names a relation or a permission
+			// (doc:d0#read has doc:d0#read), and so reaches whatever it is granted.
+			if subj := l.ev.subject; l.ev.isSubject(r, subj.Object.ID) {
+				res.put(subj.Object.ID, outHas)
+			}
+		}
+		return res, err
 	}, func(v results) error { return l.emit(r, v) })
 }
 
@@ -234,9 +245,6 @@ func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.
 func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, error) {
 	out := results{}
 	subj := l.ev.subject
-	if subj.Relation == r.Name && subj.Object.Type == r.Def.Name {
-		out.put(subj.Object.ID, outHas)
-	}
 	var ids []string
 	for _, a := range r.Allowed {
 		if a.Type != subj.Object.Type {

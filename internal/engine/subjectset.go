@@ -5,7 +5,16 @@ import "slices"
 // subjectSet is the set of subjects (of the requested type) holding something on one
 // object: concrete subjects, possibly a wildcard, and the subjects excluded from that
 // wildcard. A subject x is a member when or(concrete[x], and(wild, not(excluded[x]))).
-// Each part carries an outcome, so caveated members stay conditional.
+// Each part carries an outcome, so caveated members stay conditional. excluded is empty
+// whenever wild is no.
+//
+// The operators are exact: for every subject x, member(op(a, b), x) equals
+// op(member(a, x), member(b, x)) (subjectset_test.go holds them to that for every pair
+// of small sets). Which subjects they list concretely and which as exclusions follows
+// SpiceDB's LookupSubjects, so that clients see the same shape of answer: a union keeps
+// concrete subjects beside the wildcard, a difference of two wildcards turns the
+// subtrahend's exclusions into concrete subjects, an intersection keeps the concrete
+// subjects the other side holds.
 type subjectSet struct {
 	concrete results
 	wild     outcome
@@ -18,35 +27,30 @@ func newSubjectSet() *subjectSet {
 
 // member is x's outcome in s.
 func (s *subjectSet) member(x string) outcome {
-	return or(s.concrete.get(x), and(s.wild, not(s.excluded.get(x))))
+	return or(s.concrete.get(x), s.wildMember(x))
+}
+
+// wildMember is x's outcome through s's wildcard alone.
+func (s *subjectSet) wildMember(x string) outcome {
+	if s.wild.st == no {
+		return outNo
+	}
+	return and(s.wild, not(s.excluded.get(x)))
 }
 
 func (s *subjectSet) clone() *subjectSet {
 	return &subjectSet{concrete: clone(s.concrete), wild: s.wild, excluded: clone(s.excluded)}
 }
 
-// union: a subject added concretely on one side is no longer excluded from the other
-// side's wildcard; a subject stays excluded from the union's wildcard only when every
-// side with a wildcard excludes it.
+// unionSets: concrete subjects of both sides, and a wildcard covering what either
+// side's wildcard covers.
 func unionSets(a, b *subjectSet) *subjectSet {
 	out := newSubjectSet()
-	for _, s := range []*subjectSet{a, b} {
-		for id, o := range s.concrete {
-			out.concrete.put(id, or(out.concrete.get(id), o))
-		}
+	for _, id := range unionKeys(a.concrete, b.concrete) {
+		out.concrete.put(id, or(a.concrete.get(id), b.concrete.get(id)))
 	}
 	out.wild = or(a.wild, b.wild)
-	if out.wild.st != no {
-		for _, id := range unionKeys(a.excluded, b.excluded) {
-			e := outHas
-			for _, s := range []*subjectSet{a, b} {
-				if s.wild.st != no {
-					e = and(e, s.excluded.get(id))
-				}
-			}
-			out.excluded.put(id, and(e, not(out.concrete.get(id))))
-		}
-	}
+	out.exclude(func(x string) outcome { return or(a.wildMember(x), b.wildMember(x)) }, a.excluded, b.excluded)
 	return out
 }
 
@@ -55,32 +59,64 @@ func unionSets(a, b *subjectSet) *subjectSet {
 func intersectSets(a, b *subjectSet) *subjectSet {
 	out := newSubjectSet()
 	for _, id := range unionKeys(a.concrete, b.concrete) {
-		out.concrete.put(id, and(a.member(id), b.member(id)))
+		ca, cb := a.concrete.get(id), b.concrete.get(id)
+		out.concrete.put(id, or(and(ca, cb), or(and(ca, b.wildMember(id)), and(cb, a.wildMember(id)))))
 	}
 	out.wild = and(a.wild, b.wild)
-	if out.wild.st != no {
-		for _, id := range unionKeys(a.excluded, b.excluded) {
-			out.excluded.put(id, or(a.excluded.get(id), b.excluded.get(id)))
-		}
-	}
+	out.exclude(func(x string) outcome { return and(a.wildMember(x), b.wildMember(x)) }, a.excluded, b.excluded)
 	return out
 }
 
-// excludeSets is a minus b: concrete subjects of a survive where b does not hold them;
-// a's wildcard survives b's wildcard only conditionally, and every subject b holds is
-// excluded from it.
+// excludeSets is a minus b: a's concrete subjects survive where b does not hold them;
+// a's wildcard survives where b's does not apply, less every subject b holds; and the
+// subjects b's wildcard excludes but a's wildcard covers become concrete.
 func excludeSets(a, b *subjectSet) *subjectSet {
 	out := newSubjectSet()
 	for id, o := range a.concrete {
 		out.concrete.put(id, and(o, not(b.member(id))))
 	}
-	out.wild = and(a.wild, not(b.wild))
-	if out.wild.st != no {
-		for _, id := range unionKeys(a.excluded, b.concrete) {
-			out.excluded.put(id, or(a.excluded.get(id), b.member(id)))
+	if a.wild.st != no {
+		for id := range b.excluded {
+			fromWild := and(a.wildMember(id), not(b.member(id)))
+			out.concrete.put(id, or(out.concrete.get(id), fromWild))
 		}
 	}
+	out.wild = and(a.wild, not(b.wild))
+	out.exclude(func(x string) outcome { return and(a.wildMember(x), not(b.member(x))) }, a.excluded, b.concrete, b.excluded)
 	return out
+}
+
+// exclude fills s.excluded, for the subjects in the key sets, so that s's wildcard
+// covers each subject x exactly as far as part(x) says; subjects outside the key sets
+// are covered as far as s.wild says. A subject listed concretely with certainty needs
+// no exclusion; one listed conditionally is excluded only where it is not listed.
+func (s *subjectSet) exclude(part func(x string) outcome, keys ...results) {
+	if s.wild.st == no {
+		return
+	}
+	for _, k := range keys {
+		for id := range k {
+			if _, done := s.excluded[id]; done {
+				continue
+			}
+			e := exclusionFor(s.wild, part(id))
+			s.excluded.put(id, and(e, not(s.concrete.get(id))))
+		}
+	}
+}
+
+// exclusionFor is the exclusion e for which and(wild, not(e)) is part, for a part no
+// larger than wild. Where both are conditional on different parameters, the result's
+// missing parameters are the union of both.
+func exclusionFor(wild, part outcome) outcome {
+	switch {
+	case sameOutcome(wild, part):
+		return outNo
+	case part.st == no:
+		return outHas
+	default:
+		return not(part)
+	}
 }
 
 // withCaveat ANDs a relationship's caveat outcome into every member of s.
