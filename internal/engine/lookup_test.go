@@ -55,9 +55,10 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 		for _, d := range g.defs[1:] {
 			for _, perm := range append(slices.Clone(g.rels[d]), g.perms[d]...) {
 				reqCtx := g.context()
-				// LookupResources for each user subject against a check of every object.
-				for u := range 4 {
-					subj := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("u%d", u)}}
+				// LookupResources for each user subject, and for subject sets on relations
+				// and permissions (the resource's own among them), against a check of
+				// every object.
+				for _, subj := range lookupSubjects(g) {
 					found := map[string]engine.Result{}
 					err := cached.LookupResources(ctx, s, reader, engine.LookupResourcesRequest{ResourceType: d, Permission: perm, Subject: subj, Context: reqCtx},
 						func(f engine.FoundResource) error {
@@ -92,12 +93,14 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 						}
 					}
 				}
-				// LookupSubjects on each object against a check of every user.
+				// LookupSubjects on each object, for users and for subject sets, against a
+				// check of every possible subject.
 				for i := range 4 {
 					res := rel.ObjectRef{Type: d, ID: fmt.Sprintf("%s%d", d[:1], i)}
+					st := g.subjectTypes()[g.rnd.IntN(len(g.subjectTypes()))]
 					concrete := map[string]engine.Result{}
 					var wild *engine.FoundSubject
-					err := eng.LookupSubjects(ctx, s, reader, engine.LookupSubjectsRequest{Resource: res, Permission: perm, SubjectType: "user", Context: reqCtx},
+					err := eng.LookupSubjects(ctx, s, reader, engine.LookupSubjectsRequest{Resource: res, Permission: perm, SubjectType: st.Object.Type, SubjectRelation: st.Relation, Context: reqCtx},
 						func(f engine.FoundSubject) error {
 							if f.ID == rel.Wildcard {
 								wild = &f
@@ -112,8 +115,8 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 					if err != nil {
 						fail("LookupSubjects: %v", err)
 					}
-					for _, uid := range []string{"u0", "u1", "u2", "u3", "unseen"} {
-						subj := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: uid}}
+					for _, uid := range []string{st.Object.Type[:1] + "0", st.Object.Type[:1] + "1", st.Object.Type[:1] + "2", st.Object.Type[:1] + "3", "unseen"} {
+						subj := rel.SubjectRef{Object: rel.ObjectRef{Type: st.Object.Type, ID: uid}, Relation: st.Relation}
 						want, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx})
 						if err != nil {
 							continue
@@ -133,6 +136,34 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 		t.Fatalf("only %d comparisons; the generator needs fixing", compared)
 	}
 	t.Logf("%d lookup answers compared with checks", compared)
+}
+
+// lookupSubjects lists the subjects LookupResources is asked about: every user, and a
+// subject set on each relation and permission of two random objects.
+func lookupSubjects(g *gen) []rel.SubjectRef {
+	var out []rel.SubjectRef
+	for u := range 4 {
+		out = append(out, rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("u%d", u)}})
+	}
+	for range 2 {
+		st := g.subjectTypes()[g.rnd.IntN(len(g.subjectTypes()))]
+		if st.Relation != "" {
+			out = append(out, rel.SubjectRef{Object: g.object(st.Object.Type), Relation: st.Relation})
+		}
+	}
+	return out
+}
+
+// subjectTypes lists the kinds of subject of the generated schema: users, and each
+// relation and permission of every other definition as a subject set.
+func (g *gen) subjectTypes() []rel.SubjectRef {
+	out := []rel.SubjectRef{{Object: rel.ObjectRef{Type: "user"}}}
+	for _, d := range g.defs[1:] {
+		for _, name := range append(slices.Clone(g.rels[d]), g.perms[d]...) {
+			out = append(out, rel.SubjectRef{Object: rel.ObjectRef{Type: d}, Relation: name})
+		}
+	}
+	return out
 }
 
 // lsMembership reads a subject's answer off LookupSubjects results: its concrete entry,
