@@ -329,3 +329,55 @@ definition doc {
 		}
 	}
 }
+
+// TestKeepsAnswersWhereSpiceDBIsWrong pins three answers on which SpiceDB 1.56
+// disagrees with its own checks (found by differential runs); latch's answers agree
+// with the reference evaluator and stay as they are.
+func TestKeepsAnswersWhereSpiceDBIsWrong(t *testing.T) {
+	ctx := context.Background()
+	eng := engine.New(engine.Config{})
+	u0 := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u0"}}
+
+	// SpiceDB's check counts an expired relationship on a subject-set subject when the
+	// relation allows two relations of the subject's type.
+	s, reader := lookupFixture(t, `use expiration
+definition user {}
+definition group {
+	relation member: user
+	relation admin: user
+}
+definition doc {
+	relation viewer: group#member | group#admin with expiration
+}`, "group:g0#admin@user:u0", "doc:d0#viewer@group:g0#admin[expiration:2000-01-01T00:00:00Z]")
+	res, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: rel.ObjectRef{Type: "doc", ID: "d0"}, Permission: "viewer", Subject: u0})
+	if err != nil || res.Membership != engine.NoPermission {
+		t.Errorf("expired subject-set relationship: check = %v %v, want no permission", res, err)
+	}
+
+	// SpiceDB's LookupResources leaves out resources its check calls conditional.
+	s, reader = lookupFixture(t, `definition user {}
+caveat over(x int) { x > 5 }
+definition doc {
+	relation viewer: user with over
+}`, "doc:d0#viewer@user:u0[over]")
+	var found []engine.FoundResource
+	err = eng.LookupResources(ctx, s, reader, engine.LookupResourcesRequest{ResourceType: "doc", Permission: "viewer", Subject: u0},
+		func(f engine.FoundResource) error { found = append(found, f); return nil })
+	if err != nil || len(found) != 1 || found[0].ID != "d0" || found[0].Result.Membership != engine.Conditional {
+		t.Errorf("conditional resource: LookupResources = %v %v, want d0 conditional on x", found, err)
+	}
+
+	// SpiceDB's LookupSubjects drops a definite subject next to a caveated wildcard.
+	s, reader = lookupFixture(t, `definition user {}
+caveat flagged(f bool) { f }
+definition doc {
+	relation viewer: user | user:* with flagged
+}`, "doc:d0#viewer@user:*[flagged]", "doc:d0#viewer@user:u0")
+	var subjects []engine.FoundSubject
+	err = eng.LookupSubjects(ctx, s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: "d0"}, Permission: "viewer", SubjectType: "user"},
+		func(f engine.FoundSubject) error { subjects = append(subjects, f); return nil })
+	if err != nil || len(subjects) != 2 || subjects[0].ID != "u0" || subjects[0].Result.Membership != engine.HasPermission ||
+		subjects[1].ID != rel.Wildcard || subjects[1].Result.Membership != engine.Conditional {
+		t.Errorf("definite subject beside a caveated wildcard: LookupSubjects = %+v %v, want u0 granted and * conditional", subjects, err)
+	}
+}
