@@ -12,6 +12,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -22,8 +23,12 @@ import (
 // streaming calls (ReadRelationships) work, which the in-process handlers cannot do.
 // The Authorization header is forwarded as gRPC metadata.
 func (s *Server) newGateway() error {
+	creds := insecure.NewCredentials()
+	if s.grpcTLS != nil {
+		creds = credentials.NewTLS(s.grpcTLS.Self())
+	}
 	conn, err := grpc.NewClient(s.grpcLis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+1<<10)),
 	)
 	if err != nil {

@@ -63,6 +63,17 @@ func newAuthenticator(keys []string) *authenticator {
 	return a
 }
 
+// matches reports, in time independent of where they differ, whether token is one of
+// the keys.
+func (a *authenticator) matches(token string) bool {
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	match := 0
+	for _, d := range a.digests {
+		match |= subtle.ConstantTimeCompare(got[:], d[:])
+	}
+	return match == 1
+}
+
 // exempt lists method prefixes served without a key: probes and tooling discovery,
 // which SpiceDB also serves without one.
 var exempt = []string{"/grpc.health.v1.Health/", "/grpc.reflection."}
@@ -87,12 +98,7 @@ func (a *authenticator) check(ctx context.Context) error {
 	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
 		return status.Error(codes.Unauthenticated, "authorization is not a bearer token: send `authorization: Bearer <preshared key>`")
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := 0
-	for _, d := range a.digests {
-		match |= subtle.ConstantTimeCompare(got[:], d[:])
-	}
-	if match != 1 {
+	if !a.matches(token) {
 		return status.Error(codes.PermissionDenied, "invalid preshared key")
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -28,6 +29,7 @@ import (
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
 	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/tlsconfig"
 )
 
 // Server is a running (or ready to run) latch server. New binds its listeners, so
@@ -50,6 +52,9 @@ type Server struct {
 
 	http    *http.Server // nil when the gateway is disabled
 	httpLis net.Listener
+
+	// grpcTLS and httpTLS are the listeners' certificates; nil serves plaintext.
+	grpcTLS, httpTLS *tlsconfig.Pair
 
 	metrics    *metrics
 	metricsSrv *http.Server // nil when metrics are disabled
@@ -81,6 +86,9 @@ func New(cfg Config) (*Server, error) {
 		s.generated = generateKey()
 		keys = []string{s.generated}
 	}
+	if err := s.loadCertificates(); err != nil {
+		return nil, err
+	}
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
@@ -90,6 +98,23 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// loadCertificates loads the TLS certificates the configuration names.
+func (s *Server) loadCertificates() error {
+	warn := func(err error) { s.cfg.Logger.Warn("TLS certificate", "err", err) }
+	var err error
+	if s.cfg.GRPCTLSCertPath != "" {
+		if s.grpcTLS, err = tlsconfig.Load(s.cfg.GRPCTLSCertPath, s.cfg.GRPCTLSKeyPath, warn); err != nil {
+			return fmt.Errorf("gRPC listener: %w", err)
+		}
+	}
+	if s.cfg.HTTPTLSCertPath != "" && s.cfg.HTTPAddr != "" {
+		if s.httpTLS, err = tlsconfig.Load(s.cfg.HTTPTLSCertPath, s.cfg.HTTPTLSKeyPath, warn); err != nil {
+			return fmt.Errorf("HTTP listener: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *Server) openStore() error {
@@ -155,7 +180,7 @@ func (s *Server) listen(keys []string) error {
 			return fmt.Errorf("listening for metrics on %s: %w", s.cfg.MetricsAddr, err)
 		}
 		s.metricsLis = ml
-		s.metricsSrv = &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+		s.metricsSrv = &http.Server{Handler: s.metrics.handler(s.cfg.MetricsPresharedKey, s.cfg.PProf), ReadHeaderTimeout: 10 * time.Second}
 	}
 	if s.cfg.HTTPAddr == "" {
 		return nil
@@ -171,7 +196,11 @@ func (s *Server) listen(keys []string) error {
 func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	auth := newAuthenticator(keys)
 	adm := newAdmission(s.cfg, s.metrics)
-	g := grpc.NewServer(append(s.cfg.tracingOptions(),
+	opts := s.cfg.tracingOptions()
+	if s.grpcTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.Server())))
+	}
+	g := grpc.NewServer(append(opts,
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
 		// Calls run on long-lived workers, as many as admission lets execute or wait at
 		// once: a goroutine per call would grow a fresh stack through the store's deep
@@ -241,7 +270,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { errc <- s.grpc.Serve(s.grpcLis) }()
 	if s.http != nil {
 		running++
-		go func() { errc <- ignoreClosed(s.http.Serve(s.httpLis)) }()
+		go func() {
+			if s.httpTLS != nil {
+				s.http.TLSConfig = s.httpTLS.Server()
+				errc <- ignoreClosed(s.http.ServeTLS(s.httpLis, "", ""))
+				return
+			}
+			errc <- ignoreClosed(s.http.Serve(s.httpLis))
+		}()
 	}
 	if s.metricsSrv != nil {
 		running++
