@@ -254,8 +254,9 @@ func (s *Server) MetricsAddr() string {
 func (s *Server) GeneratedKey() string { return s.generated }
 
 // Serve runs the server until ctx is done or a listener fails, then stops gracefully:
-// health turns NOT_SERVING, in-flight requests get ShutdownGrace to finish, and
-// everything New acquired is released. It returns nil after a clean stop.
+// health (which meanwhile follows the datastore's reachability) turns NOT_SERVING,
+// in-flight requests get ShutdownGrace to finish, and everything New acquired is
+// released. It returns nil after a clean stop.
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	if s.served || s.closed {
@@ -283,12 +284,20 @@ func (s *Server) Serve(ctx context.Context) error {
 		running++
 		go func() { errc <- ignoreClosed(s.metricsSrv.Serve(s.metricsLis)) }()
 	}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	go func() {
+		s.probeDatastore(probeCtx)
+		close(probed)
+	}()
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 		running--
 	}
+	stopProbe()
+	<-probed
 	s.shutdown()
 	for ; running > 0; running-- {
 		if e := <-errc; err == nil {
