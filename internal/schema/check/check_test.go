@@ -237,7 +237,7 @@ definition group { relation member: user }`)
 	if inter.Kind != ir.Intersection || inter.Children[0].ArrowKind != ir.ArrowAll || inter.Children[1].Kind != ir.Union || inter.Children[1].Children[0].Kind != ir.Nil {
 		t.Errorf("right = %+v", inter)
 	}
-	if view.Pos != (ast.Pos{Line: 8, Col: 20}) {
+	if view.Pos != (ir.Pos{Line: 8, Col: 20}) {
 		t.Errorf("expression position = %v", view.Pos)
 	}
 }

@@ -6,7 +6,9 @@ package ir
 
 import "github.com/latch-authz/latch/internal/caveat"
 
-// Pos is a 1-based line and column in schema source.
+// Pos is a 1-based line and column in schema source. The syntax tree has its own
+// position type: the compiled schema, and the engine above it, do not depend on the
+// parsers' tree, and the checker converts one to the other.
 type Pos struct{ Line, Col int }
 
 // Schema is a compiled schema.
