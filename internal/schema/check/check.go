@@ -91,6 +91,8 @@ func (c *checker) run() *ir.Schema {
 	for i, d := range defs {
 		irDefs[i] = c.buildDefinition(d)
 	}
+	// This first schema only indexes names for the checks below; type lists and
+	// rewrites are filled in afterwards.
 	c.schema = ir.NewSchema(irDefs, caveats, flags)
 	for i, d := range defs {
 		c.resolveRelations(d, irDefs[i])
@@ -99,7 +101,11 @@ func (c *checker) run() *ir.Schema {
 		c.resolvePermissions(d, irDefs[i])
 	}
 	c.checkAliasCycles(defs)
-	return c.schema
+	if len(c.diags) > 0 {
+		return nil
+	}
+	// Every name is known to exist now: build again to resolve the references.
+	return ir.NewSchema(irDefs, caveats, flags)
 }
 
 // definitionList validates definition names and drops repeated ones.

@@ -210,7 +210,7 @@ definition group { relation member: user }`)
 		t.Error("doc or use flag lost")
 	}
 	doc := s.Definition("doc")
-	want := []ir.AllowedSubject{
+	want := []ir.SubjectType{
 		{Type: "user"},
 		{Type: "user", Wildcard: true, Caveat: "cav"},
 		{Type: "group", Relation: "member", Caveat: "cav", Expiration: true},
@@ -220,7 +220,7 @@ definition group { relation member: user }`)
 		t.Fatalf("allowed = %+v", got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if got[i].SubjectType != want[i] {
 			t.Errorf("allowed[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
