@@ -42,7 +42,7 @@ func checkRelationChange(ctx context.Context, r store.Reader, od *ir.Definition,
 		return removedRelationError(od, or, nd, *ex)
 	}
 	for _, a := range or.Allowed {
-		if allows(nr.Allowed, a) {
+		if nr.AllowsType(a.SubjectType) {
 			continue
 		}
 		ex, err := firstMatch(ctx, r, allowedFilter(od.Name, or.Name, a), func(x rel.Relationship) bool { return matchesAllowed(x, a) })
@@ -90,15 +90,6 @@ func firstMatch(ctx context.Context, r store.Reader, f store.Filter, keep func(r
 		}
 	}
 	return nil, nil
-}
-
-func allows(list []ir.AllowedSubject, a ir.AllowedSubject) bool {
-	for _, b := range list {
-		if b == a {
-			return true
-		}
-	}
-	return false
 }
 
 func allowedFilter(def, relation string, a ir.AllowedSubject) store.Filter {

@@ -7,14 +7,10 @@
 // Permify parser maps `entity`/`or`/`and`/`not` onto the same nodes.
 package ast
 
-import (
-	"fmt"
-
-	"github.com/latch-authz/latch/internal/schema/ir"
-)
+import "fmt"
 
 // Pos is a 1-based line and column in schema source (columns count bytes).
-type Pos = ir.Pos
+type Pos struct{ Line, Col int }
 
 // Diagnostic is one positioned problem found in a schema.
 type Diagnostic struct {

@@ -29,7 +29,7 @@ func (c *checker) caveatList() []*ir.Caveat {
 }
 
 func (c *checker) compileCaveat(cv *ast.Caveat) *ir.Caveat {
-	out := &ir.Caveat{Name: cv.Name, Doc: cv.Doc, Pos: cv.Pos, Expression: cv.Expr}
+	out := &ir.Caveat{Name: cv.Name, Doc: cv.Doc, Pos: ir.Pos(cv.Pos), Expression: cv.Expr}
 	ok := true
 	seen := map[string]bool{}
 	for _, p := range cv.Params {

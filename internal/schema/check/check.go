@@ -91,6 +91,8 @@ func (c *checker) run() *ir.Schema {
 	for i, d := range defs {
 		irDefs[i] = c.buildDefinition(d)
 	}
+	// This first schema only indexes names for the checks below; type lists and
+	// rewrites are filled in afterwards.
 	c.schema = ir.NewSchema(irDefs, caveats, flags)
 	for i, d := range defs {
 		c.resolveRelations(d, irDefs[i])
@@ -99,7 +101,11 @@ func (c *checker) run() *ir.Schema {
 		c.resolvePermissions(d, irDefs[i])
 	}
 	c.checkAliasCycles(defs)
-	return c.schema
+	if len(c.diags) > 0 {
+		return nil
+	}
+	// Every name is known to exist now: build again to resolve the references.
+	return ir.NewSchema(irDefs, caveats, flags)
 }
 
 // definitionList validates definition names and drops repeated ones.
@@ -124,7 +130,7 @@ func (c *checker) definitionList() []*ast.Definition {
 // types; permission rewrites are filled in by checkDefinition once every definition
 // exists.
 func (c *checker) buildDefinition(d *ast.Definition) *ir.Definition {
-	out := &ir.Definition{Name: d.Name, Doc: d.Doc, Pos: d.Pos}
+	out := &ir.Definition{Name: d.Name, Doc: d.Doc, Pos: ir.Pos(d.Pos)}
 	seen := map[string]*ast.Relation{}
 	for _, r := range d.Relations {
 		if !relationName.MatchString(r.Name) {
@@ -135,10 +141,10 @@ func (c *checker) buildDefinition(d *ast.Definition) *ir.Definition {
 			continue
 		}
 		seen[r.Name] = r
-		rel := &ir.Relation{Name: r.Name, Doc: r.Doc, Pos: r.Pos}
+		rel := &ir.Relation{Name: r.Name, Doc: r.Doc, Pos: ir.Pos(r.Pos)}
 		if r.IsPermission {
 			// A placeholder, so IsPermission holds while expressions are checked.
-			rel.Rewrite = &ir.Expr{Kind: ir.Nil, Pos: r.Pos}
+			rel.Rewrite = &ir.Expr{Kind: ir.Nil, Pos: ir.Pos(r.Pos)}
 		}
 		out.Relations = append(out.Relations, rel)
 	}
@@ -157,7 +163,7 @@ func members(d *ast.Definition, out *ir.Definition) func(yield func(*ast.Relatio
 	return func(yield func(*ast.Relation, *ir.Relation) bool) {
 		for _, r := range d.Relations {
 			target := out.Relation(r.Name)
-			if target == nil || target.Pos != r.Pos {
+			if target == nil || target.Pos != ir.Pos(r.Pos) {
 				continue // a duplicate, already reported
 			}
 			if !yield(r, target) {

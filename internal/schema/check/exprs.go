@@ -13,19 +13,19 @@ func (c *checker) expr(d *ast.Definition, out *ir.Definition, perm *ast.Relation
 	case *ast.Paren:
 		return c.expr(d, out, perm, e.X)
 	case *ast.Nil:
-		return &ir.Expr{Kind: ir.Nil, Pos: e.Pos}
+		return &ir.Expr{Kind: ir.Nil, Pos: ir.Pos(e.Pos)}
 	case *ast.Ident:
 		if out.Relation(e.Name) == nil {
 			c.errorf(e.Pos, "relation/permission `%s` not found under definition `%s` (used by permission `%s`)", e.Name, d.Name, perm.Name)
 		}
-		return &ir.Expr{Kind: ir.Ref, Pos: e.Pos, Name: e.Name}
+		return &ir.Expr{Kind: ir.Ref, Pos: ir.Pos(e.Pos), Name: e.Name}
 	case *ast.Arrow:
 		c.checkArrow(d, out, perm, e)
 		k := ir.ArrowAny
 		if e.Func == ast.ArrowAll {
 			k = ir.ArrowAll
 		}
-		return &ir.Expr{Kind: ir.Arrow, Pos: e.Tupleset.Pos, Tupleset: e.Tupleset.Name, Target: e.Target.Name, ArrowKind: k}
+		return &ir.Expr{Kind: ir.Arrow, Pos: ir.Pos(e.Tupleset.Pos), Tupleset: e.Tupleset.Name, Target: e.Target.Name, ArrowKind: k}
 	case *ast.Binary:
 		return c.binary(d, out, perm, e)
 	}
@@ -36,7 +36,7 @@ var opKinds = map[ast.BinaryOp]ir.ExprKind{ast.Union: ir.Union, ast.Intersection
 
 func (c *checker) binary(d *ast.Definition, out *ir.Definition, perm *ast.Relation, e *ast.Binary) *ir.Expr {
 	k := opKinds[e.Op]
-	n := &ir.Expr{Kind: k, Pos: e.Position()}
+	n := &ir.Expr{Kind: k, Pos: ir.Pos(e.Position())}
 	for _, side := range []ast.Expr{e.Left, e.Right} {
 		child := c.expr(d, out, perm, side)
 		if k != ir.Exclusion && child.Kind == k {

@@ -32,11 +32,11 @@ func (c *checker) allowedTypes(d *ast.Definition, r *ast.Relation) []ir.AllowedS
 // allowedType resolves one entry of a type list; ok is false when it names something
 // that does not exist.
 func (c *checker) allowedType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef) (ir.AllowedSubject, bool) {
-	a := ir.AllowedSubject{Type: t.Type, Relation: t.Relation, Wildcard: t.Wildcard, Caveat: t.Caveat, Expiration: t.Expiration}
+	a := ir.AllowedSubject{SubjectType: ir.SubjectType{Type: t.Type, Relation: t.Relation, Wildcard: t.Wildcard, Caveat: t.Caveat, Expiration: t.Expiration}}
 	if a.Relation == "..." {
 		a.Relation = ""
 	}
-	ok := c.resolveSubjectType(d, r, t, a)
+	ok := c.resolveSubjectType(d, r, t, a.SubjectType)
 	if t.Expiration && !c.uses["expiration"] {
 		if t.Caveat == "" && c.caveats["expiration"] != nil {
 			// Without the flag, SpiceDB reads `with expiration` as a caveat reference.
@@ -54,7 +54,7 @@ func (c *checker) allowedType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef
 }
 
 // resolveSubjectType checks that a subject type, and its subject relation, exist.
-func (c *checker) resolveSubjectType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef, a ir.AllowedSubject) bool {
+func (c *checker) resolveSubjectType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef, a ir.SubjectType) bool {
 	target := c.defs[a.Type]
 	if target == nil {
 		c.errorf(t.Pos, "definition `%s` not found (used by %s `%s` under definition `%s`)", a.Type, kind(r), r.Name, d.Name)
@@ -83,7 +83,7 @@ func (c *checker) checkAnnotations(d *ast.Definition, r *ast.Relation) {
 		return
 	}
 	for _, t := range r.Types {
-		a := ir.AllowedSubject{Type: t.Type, Relation: t.Relation}
+		a := ir.SubjectType{Type: t.Type, Relation: t.Relation}
 		if a.Relation == "..." {
 			a.Relation = ""
 		}

@@ -165,13 +165,17 @@ func (s *Schema) AllowsSubject(def, relation string, subj rel.SubjectRef, caveat
 }
 
 func (r *Relation) allows(subj rel.SubjectRef, caveat string, expiring bool) bool {
-	want := subjectEntry(subj, caveat, expiring)
-	return slices.Contains(r.Allowed, want)
+	return r.AllowsType(subjectEntry(subj, caveat, expiring))
+}
+
+// AllowsType reports whether r's type list has the entry t.
+func (r *Relation) AllowsType(t SubjectType) bool {
+	return slices.ContainsFunc(r.Allowed, func(a AllowedSubject) bool { return a.SubjectType == t })
 }
 
 // subjectEntry is the type-list entry a subject written this way needs.
-func subjectEntry(subj rel.SubjectRef, caveat string, expiring bool) AllowedSubject {
-	a := AllowedSubject{Type: subj.Object.Type, Relation: subj.Relation, Caveat: caveat, Expiration: expiring}
+func subjectEntry(subj rel.SubjectRef, caveat string, expiring bool) SubjectType {
+	a := SubjectType{Type: subj.Object.Type, Relation: subj.Relation, Caveat: caveat, Expiration: expiring}
 	if subj.Object.ID == rel.Wildcard {
 		a.Wildcard = true
 	}
@@ -202,7 +206,7 @@ func (s *Schema) notAllowed(target *Relation, subj rel.SubjectRef, caveat string
 
 // String renders the entry as schema text: `user`, `user:*`, `group#member`, each with
 // ` with caveat`, ` with expiration` or ` with caveat and expiration`.
-func (a AllowedSubject) String() string {
+func (a SubjectType) String() string {
 	s := a.Type
 	switch {
 	case a.Wildcard:
