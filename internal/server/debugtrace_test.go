@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/authzed/authzed-go/pkg/requestmeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -223,5 +225,23 @@ doc:d2 edit PERMISSION HAS_PERMISSION
 	}
 	if pairs[2].GetError() == nil {
 		t.Errorf("item for an unknown permission: %v; want an error", pairs[2])
+	}
+}
+
+// TestCheckPermissionDebugHeader: the request header older clients ask for a trace
+// with gets debug_trace too, as on SpiceDB.
+func TestCheckPermissionDebugHeader(t *testing.T) {
+	ts := traceTestServer(t, -1)
+	ctx := metadata.AppendToOutgoingContext(ctxT(t), string(requestmeta.RequestDebugInformation), "true")
+	resp, err := ts.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(), Resource: obj("doc", "d1"), Permission: "owner", Subject: sub("user", "dan", ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderDebugTrace(t, &b, sub("user", "dan", ""), resp.GetDebugTrace().GetCheck(), "")
+	if want := "doc:d1 owner RELATION HAS_PERMISSION cached=false\n"; b.String() != want {
+		t.Errorf("trace\n%s\nwant\n%s", b.String(), want)
 	}
 }

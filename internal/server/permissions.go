@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 
+	"github.com/authzed/authzed-go/pkg/requestmeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/engine"
@@ -24,7 +26,7 @@ func (p *permissionsService) CheckPermission(ctx context.Context, req *v1.CheckP
 		return nil, p.s.status(err)
 	}
 	creq := checkRequestFromV1(req.GetResource(), req.GetPermission(), req.GetSubject(), req.GetContext())
-	if req.GetWithTracing() {
+	if req.GetWithTracing() || debugHeader(ctx) {
 		return p.checkTraced(ctx, r, sch, creq, req.GetSubject())
 	}
 	res, err := p.s.engine.Check(ctx, sch, r, creq)
@@ -50,6 +52,12 @@ func (p *permissionsService) checkTraced(ctx context.Context, r store.Reader, sc
 	resp := checkResponse(r, res)
 	resp.DebugTrace = w.info(subject, trace)
 	return resp, nil
+}
+
+// debugHeader: the request carries the header clients asked for a check's trace with
+// before with_tracing; SpiceDB still answers it with debug_trace, as latch does.
+func debugHeader(ctx context.Context) bool {
+	return len(metadata.ValueFromIncomingContext(ctx, string(requestmeta.RequestDebugInformation))) > 0
 }
 
 func checkResponse(r store.Reader, res engine.Result) *v1.CheckPermissionResponse {
