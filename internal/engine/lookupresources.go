@@ -157,7 +157,7 @@ func mergeOr(dst, src results) bool {
 func (l *reverseLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
 	switch x.Kind {
 	case ir.Ref:
-		res, err := l.relation(ctx, def.Relation(x.Name))
+		res, err := l.relation(ctx, x.Rel)
 		return clone(res), err
 	case ir.Union:
 		acc := results{}
@@ -218,14 +218,14 @@ func (l *reverseLookup) narrow(ctx context.Context, def *ir.Definition, c *ir.Ex
 // which the subject holds the arrow's target.
 func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
 	out := results{}
-	ts := def.Relation(x.Tupleset)
+	ts := x.TuplesetRel
 	seen := map[string]bool{}
 	for _, a := range ts.Allowed {
 		if a.Wildcard || seen[a.Type] {
 			continue
 		}
 		seen[a.Type] = true
-		target := l.ev.s.Definition(a.Type).Relation(x.Target)
+		target := x.TargetOn(a.Def)
 		if target == nil {
 			continue
 		}
@@ -281,7 +281,7 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 			continue
 		}
 		seen[k] = true
-		sub, err := l.relation(ctx, l.ev.s.Definition(a.Type).Relation(a.Relation))
+		sub, err := l.relation(ctx, a.Rel)
 		if err != nil {
 			return nil, err
 		}

@@ -187,7 +187,7 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, d
 func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*subjectSet, error) {
 	switch x.Kind {
 	case ir.Ref:
-		return l.relation(ctx, def.Relation(x.Name), id, depth-1)
+		return l.relation(ctx, x.Rel, id, depth-1)
 	case ir.Union, ir.Intersection, ir.Exclusion:
 		acc, err := l.expr(ctx, def, x.Children[0], id, depth)
 		if err != nil {
@@ -222,7 +222,7 @@ func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Exp
 			return nil, err
 		}
 		s := item.Relationship.Subject
-		target := l.ev.s.Definition(s.Object.Type).Relation(x.Target)
+		target := x.TargetOn(l.ev.s.Definition(s.Object.Type))
 		sub := newSubjectSet()
 		if target == nil {
 			if x.ArrowKind == ir.ArrowAny {
