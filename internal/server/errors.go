@@ -37,6 +37,9 @@ var requestRules = []apierr.Rule{
 	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_INVALID_FILTER, Match: apierr.As(func(e *invalidFilterError) map[string]string {
 		return map[string]string{"filter": e.filter}
 	})},
+	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_TOO_MANY_RELATIONSHIPS_FOR_TRANSACTIONAL_DELETE, Match: apierr.As(func(e *tooManyToDeleteError) map[string]string {
+		return e.meta()
+	})},
 	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_EMPTY_PRECONDITION, Match: apierr.As[*emptyPreconditionError](nil)},
 	{Code: codes.InvalidArgument, Match: apierr.As[*notAPermissionError](nil)},
 	{Code: codes.AlreadyExists, Match: apierr.As[*counterExistsError](nil)},
@@ -145,6 +148,35 @@ type invalidFilterError struct{ filter, reason string }
 
 func (e *invalidFilterError) Error() string {
 	return "the relationship filter provided is not valid: " + e.reason
+}
+
+// tooManyToDeleteError: a delete matched more than its limit and partial deletion
+// was not asked for.
+type tooManyToDeleteError struct {
+	filter *v1.RelationshipFilter
+	limit  int
+}
+
+func (e *tooManyToDeleteError) Error() string {
+	return fmt.Sprintf("found more than %d relationships to be deleted and partial deletion was not requested: raise optional_limit or set optional_allow_partial_deletions", e.limit)
+}
+
+// meta names the filter's fields as SpiceDB does (which leaves out an id prefix).
+func (e *tooManyToDeleteError) meta() map[string]string {
+	m := map[string]string{"limit": strconv.Itoa(e.limit)}
+	put := func(k, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	f := e.filter
+	put("filter_resource_type", f.GetResourceType())
+	put("filter_resource_id", f.GetOptionalResourceId())
+	put("filter_relation", f.GetOptionalRelation())
+	put("filter_subject_type", f.GetOptionalSubjectFilter().GetSubjectType())
+	put("filter_subject_id", f.GetOptionalSubjectFilter().GetOptionalSubjectId())
+	put("filter_subject_relation", f.GetOptionalSubjectFilter().GetOptionalRelation().GetRelation())
+	return m
 }
 
 type emptyPreconditionError struct{}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 
@@ -120,6 +121,9 @@ func (p *permissionsService) DeleteRelationships(ctx context.Context, req *v1.De
 	}
 	f := filterFromV1(req.GetRelationshipFilter())
 	rev, deleted, more, err := p.s.store.DeleteByFilter(ctx, preconds, f, int(req.GetOptionalLimit()), req.GetOptionalAllowPartialDeletions())
+	if errors.Is(err, store.ErrTooManyToDelete) {
+		err = &tooManyToDeleteError{req.GetRelationshipFilter(), int(req.GetOptionalLimit())}
+	}
 	if err != nil {
 		return nil, p.s.status(err)
 	}

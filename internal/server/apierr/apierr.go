@@ -117,8 +117,6 @@ func message(r Rule, err error) string {
 	switch r.Reason {
 	case v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED:
 		return err.Error() + ": this usually means the data has a cycle or nests deeper than the server's max depth"
-	case v1.ErrorReason_ERROR_REASON_TOO_MANY_RELATIONSHIPS_FOR_TRANSACTIONAL_DELETE:
-		return err.Error() + ": raise optional_limit or set optional_allow_partial_deletions"
 	}
 	switch {
 	case r.Code == codes.OutOfRange:
