@@ -172,6 +172,19 @@ func TestErrorCodesMatchSpiceDB(t *testing.T) {
 			[]string{"precondition_operation", "precondition_resource_type", "precondition_resource_id"},
 		},
 		{
+			"delete: more than the limit", func(ctx context.Context, ts *testServer) error {
+				_, err := ts.perms.DeleteRelationships(ctx, &v1.DeleteRelationshipsRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: "group"}, OptionalLimit: 1})
+				return err
+			},
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_RELATIONSHIPS_FOR_TRANSACTIONAL_DELETE,
+			[]string{"filter_resource_type", "limit"},
+		},
+		{
+			"write: unknown subject relation", touchCall(relationship("doc", "d", "reader", "group", "g", "nope")),
+			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION,
+			[]string{"definition_name", "relation_or_permission_name"},
+		},
+		{
 			"check: wildcard subject", checkCall(obj("doc", "d"), "read", sub("user", "*", ""), nil),
 			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_WILDCARD_NOT_ALLOWED,
 			[]string{"field"},
