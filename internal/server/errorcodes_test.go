@@ -306,6 +306,12 @@ func TestHostileInputIsCheap(t *testing.T) {
 	_, err = ts.schema.WriteSchema(ctxT(t), &v1.WriteSchemaRequest{Schema: "definition doc {\n  relation owner: x" + huge[:1<<19] + "\n}"})
 	wantBounded(t, wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR))
 
+	// The gateway quotes a JSON value it cannot decode.
+	code, raw := ts.postRaw(t, "/v1/permissions/check", testKey, `{"consistency":{"fullyConsistent":"`+huge+`"}}`)
+	if code != http.StatusBadRequest || len(raw) > 8<<10 {
+		t.Errorf("gateway: status %d with a body of %d bytes, want 400 with a bounded message", code, len(raw))
+	}
+
 	// Field 2 (the resource; the filter of a read) holding field 1 (its type) with
 	// bytes that are not UTF-8: proto3 refuses to decode the request.
 	invalid := []byte{0x12, 0x04, 0x0a, 0x02, 0xff, 0xfe}

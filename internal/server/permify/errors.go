@@ -82,7 +82,7 @@ func writeError(w http.ResponseWriter, err error) {
 			"@type":    "type.googleapis.com/google.rpc.ErrorInfo",
 			"reason":   e.reason,
 			"domain":   "latch",
-			"metadata": map[string]string{"detail": e.msg},
+			"metadata": map[string]string{"detail": apierr.Bound(e.msg)},
 		}},
 	})
 }
