@@ -125,8 +125,11 @@ func TestConvertErrorsNameTheParameter(t *testing.T) {
 		name, typ, _ := strings.Cut(tc.param, " ")
 		c := compile(t, "true", tc.param)
 		_, err := c.ConvertContext(map[string]any{name: tc.value})
-		if err == nil || !strings.Contains(err.Error(), `"`+name+`"`) || !strings.Contains(err.Error(), typ) {
+		if err == nil || !strings.Contains(err.Error(), "`"+name+"`") || !strings.Contains(err.Error(), typ) {
 			t.Errorf("%s = %v: error %v, want one naming the parameter and its type", tc.param, tc.value, err)
+		}
+		if pe, ok := errors.AsType[*ParamTypeError](err); !ok || pe.Caveat != "test" || pe.Param != name {
+			t.Errorf("%s = %v: error %#v, want a *ParamTypeError naming caveat test and parameter %s", tc.param, tc.value, err, name)
 		}
 	}
 }

@@ -126,7 +126,7 @@ func (c *Compiled) checkCost(vars map[string]any) error {
 	}
 	est, err := c.env.EstimateCost(c.ast, sizesUpTo(largest))
 	if err != nil || est.Max > maxCost {
-		return fmt.Errorf("caveat %q over a context value of %d items: %w", c.name, largest, ErrCostExceeded)
+		return fmt.Errorf("caveat `%s` over a context value of %d items: %w", c.name, largest, ErrCostExceeded)
 	}
 	return nil
 }
@@ -219,11 +219,11 @@ func (c *Compiled) Eval(ctx map[string]any) (Result, error) {
 	}
 	act, err := cel.PartialVars(vars, unknown...)
 	if err != nil {
-		return Result{}, fmt.Errorf("caveat %q: %w", c.name, err)
+		return Result{}, fmt.Errorf("caveat `%s`: %w", c.name, err)
 	}
 	out, _, err := c.prog.Eval(act)
 	if err != nil {
-		return Result{}, fmt.Errorf("caveat %q: evaluating %s: %w", c.name, c.expr, err)
+		return Result{}, fmt.Errorf("caveat `%s`: evaluating %s: %w", c.name, c.expr, err)
 	}
 	return c.result(out, absent)
 }
@@ -246,7 +246,7 @@ func (c *Compiled) result(out ref.Val, absent []string) (Result, error) {
 		slices.Sort(missing)
 		return Result{Missing: slices.Compact(missing)}, nil
 	case *types.Err:
-		return Result{}, fmt.Errorf("caveat %q: evaluating %s: %w", c.name, c.expr, v)
+		return Result{}, fmt.Errorf("caveat `%s`: evaluating %s: %w", c.name, c.expr, v)
 	}
-	return Result{}, fmt.Errorf("caveat %q: expression produced %s, not a boolean", c.name, out.Type().TypeName())
+	return Result{}, fmt.Errorf("caveat `%s`: expression produced %s, not a boolean", c.name, out.Type().TypeName())
 }

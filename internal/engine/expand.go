@@ -48,11 +48,11 @@ func ExpandPermissionNodes() ExpandOption {
 func (e *Engine) Expand(ctx context.Context, s *ir.Schema, r store.Reader, obj rel.ObjectRef, relation string, opts ...ExpandOption) (*ExpandNode, error) {
 	def := s.Definition(obj.Type)
 	if def == nil {
-		return nil, &UnknownDefinitionError{Name: obj.Type}
+		return nil, &ir.UnknownDefinitionError{Name: obj.Type}
 	}
 	rl := def.Relation(relation)
 	if rl == nil {
-		return nil, &UnknownRelationError{Definition: def.Name, Name: relation}
+		return nil, &ir.UnknownRelationError{Definition: def.Name, Name: relation}
 	}
 	x := &expander{s: s, r: r}
 	for _, o := range opts {

@@ -34,11 +34,11 @@ type FoundResource struct {
 func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Reader, req LookupResourcesRequest, yield func(FoundResource) error) error {
 	def := s.Definition(req.ResourceType)
 	if def == nil {
-		return &UnknownDefinitionError{Name: req.ResourceType}
+		return &ir.UnknownDefinitionError{Name: req.ResourceType}
 	}
 	target := def.Relation(req.Permission)
 	if target == nil {
-		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
 	}
 	if err := validateSubject(s, req.Subject); err != nil {
 		return err
@@ -96,10 +96,10 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 func validateSubject(s *ir.Schema, subj rel.SubjectRef) error {
 	sdef := s.Definition(subj.Object.Type)
 	if sdef == nil {
-		return &UnknownDefinitionError{Name: subj.Object.Type}
+		return &ir.UnknownDefinitionError{Name: subj.Object.Type}
 	}
 	if subj.Relation != "" && sdef.Relation(subj.Relation) == nil {
-		return &UnknownRelationError{Definition: sdef.Name, Name: subj.Relation}
+		return &ir.UnknownRelationError{Definition: sdef.Name, Name: subj.Relation}
 	}
 	if subj.Object.ID == rel.Wildcard {
 		return ErrWildcardSubject

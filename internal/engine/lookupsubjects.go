@@ -34,18 +34,18 @@ type FoundSubject struct {
 func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, yield func(FoundSubject) error) error {
 	def := s.Definition(req.Resource.Type)
 	if def == nil {
-		return &UnknownDefinitionError{Name: req.Resource.Type}
+		return &ir.UnknownDefinitionError{Name: req.Resource.Type}
 	}
 	target := def.Relation(req.Permission)
 	if target == nil {
-		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
 	}
 	sdef := s.Definition(req.SubjectType)
 	if sdef == nil {
-		return &UnknownDefinitionError{Name: req.SubjectType}
+		return &ir.UnknownDefinitionError{Name: req.SubjectType}
 	}
 	if req.SubjectRelation != "" && sdef.Relation(req.SubjectRelation) == nil {
-		return &UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
+		return &ir.UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
 	}
 	l := &subjectLookup{
 		ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,

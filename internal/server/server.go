@@ -1,7 +1,7 @@
 // Package server owns latch's network face: the SpiceDB-compatible authzed.api.v1
 // gRPC services and their HTTP/JSON gateway, preshared-key auth, request validation,
-// panic recovery, and the one table that maps domain errors to gRPC codes and
-// ErrorReasons. It translates wire types to engine and store calls and back, and
+// panic recovery, and rendering domain errors, as server/apierr classifies them, as
+// gRPC statuses with ErrorReasons. It translates wire types to engine and store calls and back, and
 // decides nothing about permissions itself.
 package server
 
@@ -202,6 +202,7 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	}
 	g := grpc.NewServer(append(opts,
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
+		grpc.ForceServerCodecV2(newDecodeCodec()),
 		// Calls run on long-lived workers, as many as admission lets execute or wait at
 		// once: a goroutine per call would grow a fresh stack through the store's deep
 		// iterator calls every time (a fifth of the CPU of a check load, in copystack).
@@ -211,11 +212,11 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, auth.stream, adm.stream, validateStream),
 	)...)
 	perms := &permissionsService{s: s}
-	v1.RegisterPermissionsServiceServer(g, perms)
+	g.RegisterService(invalidOnDecodeError(&v1.PermissionsService_ServiceDesc), perms)
 	schemas := &schemaService{s: s}
-	v1.RegisterSchemaServiceServer(g, schemas)
-	v1.RegisterExperimentalServiceServer(g, &experimentalService{perms: perms, schema: schemas})
-	v1.RegisterWatchServiceServer(g, &watchService{s: s})
+	g.RegisterService(invalidOnDecodeError(&v1.SchemaService_ServiceDesc), schemas)
+	g.RegisterService(invalidOnDecodeError(&v1.ExperimentalService_ServiceDesc), &experimentalService{perms: perms, schema: schemas})
+	g.RegisterService(invalidOnDecodeError(&v1.WatchService_ServiceDesc), &watchService{s: s})
 	s.health = health.NewServer()
 	for _, name := range healthServices {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)

@@ -16,6 +16,11 @@ type Pos struct{ Line, Col int }
 type Diagnostic struct {
 	Pos Pos
 	Msg string
+	// About is set on type errors — a name that resolves to nothing, a duplicate
+	// relation, an illegal use of a name — and labels the names involved under the
+	// keys SpiceDB's ErrorInfo uses (definition_name, relation_name, caveat_name, ...),
+	// because SpiceDB clients branch on them. Syntax errors leave it nil.
+	About map[string]string
 }
 
 // String renders "line:col: msg".

@@ -76,6 +76,11 @@ func (c *checker) errorf(at ast.Pos, format string, args ...any) {
 	c.diags = append(c.diags, Diagnostic{Pos: at, Msg: fmt.Sprintf(format, args...)})
 }
 
+// typeErrorf reports a type error about the names in about (see Diagnostic.About).
+func (c *checker) typeErrorf(at ast.Pos, about map[string]string, format string, args ...any) {
+	c.diags = append(c.diags, Diagnostic{Pos: at, Msg: fmt.Sprintf(format, args...), About: about})
+}
+
 func (c *checker) run() *ir.Schema {
 	var flags []string
 	for _, u := range c.file.Uses {
@@ -137,7 +142,7 @@ func (c *checker) buildDefinition(d *ast.Definition) *ir.Definition {
 			c.errorf(r.NamePos, "invalid %s name `%s` in definition `%s`: must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore", kind(r), r.Name, d.Name)
 		}
 		if first, dup := seen[r.Name]; dup {
-			c.errorf(r.NamePos, "duplicate relation/permission name `%s` under definition `%s` (first defined at %d:%d)", r.Name, d.Name, first.NamePos.Line, first.NamePos.Col)
+			c.typeErrorf(r.NamePos, map[string]string{"definition_name": d.Name, "relation_or_permission_name": r.Name}, "duplicate relation/permission name `%s` under definition `%s` (first defined at %d:%d)", r.Name, d.Name, first.NamePos.Line, first.NamePos.Col)
 			continue
 		}
 		seen[r.Name] = r

@@ -30,7 +30,7 @@ func (c *checker) checkAliasCycles(defs []*ast.Definition) {
 				at = p
 			}
 		}
-		c.errorf(ast.Pos(at), "under definition `%s`, there exists a cycle in permissions: %s", d.Name, strings.Join(stuck, ", "))
+		c.typeErrorf(ast.Pos(at), map[string]string{"definition_name": d.Name}, "under definition `%s`, there exists a cycle in permissions: %s", d.Name, strings.Join(stuck, ", "))
 	}
 }
 
