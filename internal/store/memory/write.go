@@ -26,7 +26,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err != nil {
 		return 0, err
 	}
-	if err := checkPreconditions(ctx, r, preconditions); err != nil {
+	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
 		return 0, err
 	}
 	if validate != nil {
@@ -89,26 +89,6 @@ func checkUpdates(updates []store.Update) error {
 			return &store.DuplicateUpdateError{Relationship: u.Relationship}
 		}
 		seen[k] = struct{}{}
-	}
-	return nil
-}
-
-// checkPreconditions evaluates each precondition with reader r.
-func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
-	for _, p := range preconditions {
-		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
-			return errors.New("precondition has an unknown operation")
-		}
-		found := false
-		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
-			if err != nil {
-				return err
-			}
-			found = true
-		}
-		if found != (p.Op == store.MustMatch) {
-			return &store.PreconditionFailedError{Precondition: p}
-		}
 	}
 	return nil
 }
@@ -207,7 +187,7 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 	if err != nil {
 		return 0, 0, false, err
 	}
-	if err := checkPreconditions(ctx, r, preconditions); err != nil {
+	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
 		return 0, 0, false, err
 	}
 	var opts store.QueryOptions

@@ -3,7 +3,6 @@ package pebble
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -115,7 +114,7 @@ func (s *Store) applyWrite(ctx context.Context, preconditions []store.Preconditi
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	r := &reader{s: s, rev: s.applied}
-	if err := checkPreconditions(ctx, r, preconditions); err != nil {
+	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
 		return 0, err
 	}
 	if validate != nil {
@@ -181,26 +180,6 @@ func checkUpdate(u store.Update) error {
 	}
 	if ks := keyStrings(u.Relationship.Key()); hasNUL(ks[:]...) {
 		return &store.InvalidUpdateError{Update: u, Reason: "a type, id or relation contains a NUL byte"}
-	}
-	return nil
-}
-
-// checkPreconditions evaluates each precondition with reader r.
-func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
-	for _, p := range preconditions {
-		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
-			return errors.New("precondition has an unknown operation")
-		}
-		found := false
-		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
-			if err != nil {
-				return err
-			}
-			found = true
-		}
-		if found != (p.Op == store.MustMatch) {
-			return &store.PreconditionFailedError{Precondition: p}
-		}
 	}
 	return nil
 }
