@@ -85,11 +85,11 @@ func (s *Store) tryTx(ctx context.Context, body func(context.Context, *writeTx) 
 	}()
 	w := &writeTx{s: s, tx: tx}
 	// Reading the timestamp first fixes it: the transaction commits at rev or retries.
-	rev, err := clusterRevision(ctx, lockedTx{mu: &w.mu, tx: tx})
+	rev, err := clusterRevision(ctx, lockedTx{sqlstore.LockedTx{Mu: &w.mu, Tx: tx}})
 	if err != nil {
 		return 0, err
 	}
-	w.base = &reader{s: s, q: lockedTx{mu: &w.mu, tx: tx}, rev: rev - 1}
+	w.base = &reader{s: s, q: lockedTx{sqlstore.LockedTx{Mu: &w.mu, Tx: tx}}, rev: rev - 1}
 	if err := body(ctx, w); err != nil {
 		return 0, err
 	}
