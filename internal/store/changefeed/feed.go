@@ -142,6 +142,29 @@ func (f *Feed) Read(after, visible store.Revision, max int) Batch {
 	return b
 }
 
+// stepRevisions bounds the revisions one Step reads from the feed.
+const stepRevisions = 256
+
+// Step is the watch step of a backend that keeps its recent revisions in f: the
+// changes after after up to head (the newest revision readers may see) come from the
+// feed, or, when the feed no longer holds them, from history, which rebuilds the
+// non-empty changes of the revisions after+1..through from what the backend stores.
+// wake is the channel from Wait, taken before head was read.
+func (f *Feed) Step(after, head store.Revision, wake <-chan struct{}, history func(through store.Revision) ([]store.Change, error)) (Step, error) {
+	if after > head {
+		return Step{}, store.ErrRevisionInFuture
+	}
+	b := f.Read(after, head, stepRevisions)
+	if b.Gap == 0 {
+		return Step{Changes: b.Changes, Through: b.Through, More: b.Through < head, Wake: wake}, nil
+	}
+	changes, err := history(b.Gap)
+	if err != nil {
+		return Step{}, err
+	}
+	return Step{Changes: changes, Through: b.Gap, More: b.Gap < head, Wake: wake}, nil
+}
+
 // SortUpdates puts a revision's updates in key order, the order Change promises.
 func SortUpdates(us []store.RelationshipChange) {
 	slices.SortFunc(us, func(a, b store.RelationshipChange) int {
