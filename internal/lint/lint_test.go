@@ -19,8 +19,14 @@ var forbidden = map[string][]string{
 	"internal/store":  {"google.golang.org/grpc", "net/http", "github.com/spf13/cobra", "github.com/authzed/authzed-go", module + "internal/engine", module + "internal/server", module + "internal/cli"},
 	"internal/rel":    {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/"},
 	"internal/caveat": {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/"},
+	"internal/relv1":  {"net/http", module + "internal/engine", module + "internal/schema", module + "internal/store", module + "internal/server", module + "internal/cli"},
 	"internal/server": {module + "internal/cli"},
 }
+
+// protoImporters are the packages that may import the authzed-go protos themselves:
+// the gRPC server, the CLI and the load tool (both clients of it), and relv1, the one
+// conversion between relationships and their wire form that the others share.
+var protoImporters = []string{"internal/server", "internal/cli", "internal/bench", "internal/relv1"}
 
 // directOnly lists bans checked on a package's own imports only: well-kept libraries we
 // depend on (pebble reports through sentry) link net/http without latch serving or
@@ -33,21 +39,37 @@ type pkg struct {
 	Deps       []string
 }
 
-func TestLayerImports(t *testing.T) {
+// packages lists the module's packages with their imports.
+func packages(t *testing.T) []pkg {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	var pkgs []pkg
 	dec := json.NewDecoder(strings.NewReader(string(out)))
-	checked := 0
 	for dec.More() {
 		var p pkg
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no package: the module path or layout changed")
+	}
+	return pkgs
+}
+
+// within reports whether the package path p is dir or below it.
+func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+func TestLayerImports(t *testing.T) {
+	checked := 0
+	for _, p := range packages(t) {
 		rel := strings.TrimPrefix(p.ImportPath, module)
 		for layer, bans := range forbidden {
-			if rel != layer && !strings.HasPrefix(rel, layer+"/") {
+			if !within(rel, layer) {
 				continue
 			}
 			checked++
@@ -74,5 +96,23 @@ func TestLayerImports(t *testing.T) {
 func allowedSelf(pkgPath, dep string) bool {
 	d := strings.TrimPrefix(dep, module)
 	top := strings.SplitN(pkgPath, "/", 3)
-	return len(top) >= 2 && strings.HasPrefix(d, top[0]+"/"+top[1])
+	return len(top) >= 2 && within(d, top[0]+"/"+top[1])
+}
+
+func TestProtoImporters(t *testing.T) {
+	for _, p := range packages(t) {
+		rel := strings.TrimPrefix(p.ImportPath, module)
+		allowed := false
+		for _, dir := range protoImporters {
+			allowed = allowed || within(rel, dir)
+		}
+		if allowed {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "github.com/authzed/authzed-go/") {
+				t.Errorf("%s imports %s: only %v speak the wire protos", p.ImportPath, imp, protoImporters)
+			}
+		}
+	}
 }
