@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -69,7 +70,7 @@ type TenantInfo struct {
 // Handler serves the Permify API. Close releases the tenant stores it opened.
 type Handler struct {
 	cfg     Config
-	schemas *schemaCache
+	schemas *schema.Cache[*view]
 
 	mu      sync.Mutex
 	tenants map[string]*tenant // guarded by mu

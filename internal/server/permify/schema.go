@@ -2,9 +2,7 @@ package permify
 
 import (
 	"context"
-	"crypto/sha256"
 	"strings"
-	"sync"
 
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -22,23 +20,11 @@ type view struct {
 // maxCachedSchemas bounds the cache; tenants rarely have more than a few live versions.
 const maxCachedSchemas = 64
 
-// schemaCache holds compiled schemas by the hash of their stored text.
-type schemaCache struct {
-	mu     sync.Mutex
-	byHash map[[sha256.Size]byte]*view // guarded by mu
-	order  [][sha256.Size]byte         // guarded by mu; insertion order, for eviction
-}
+func newSchemaCache() *schema.Cache[*view] { return schema.NewCache(maxCachedSchemas, compileStored) }
 
-func newSchemaCache() *schemaCache { return &schemaCache{byHash: map[[sha256.Size]byte]*view{}} }
-
-func (c *schemaCache) get(text string) (*view, error) {
-	h := sha256.Sum256([]byte(text))
-	c.mu.Lock()
-	v, ok := c.byHash[h]
-	c.mu.Unlock()
-	if ok {
-		return v, nil
-	}
+// compileStored compiles a stored schema text: Permify source under sourceHeader, the
+// .zed rendering otherwise (see storedForm).
+func compileStored(text string) (*view, error) {
 	var s *ir.Schema
 	var err error
 	if src, ok := strings.CutPrefix(text, sourceHeader); ok {
@@ -49,18 +35,7 @@ func (c *schemaCache) get(text string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	v = &view{s: s, info: perm.Inspect(s)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byHash[h]; !ok {
-		if len(c.order) >= maxCachedSchemas {
-			delete(c.byHash, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.byHash[h] = v
-		c.order = append(c.order, h)
-	}
-	return v, nil
+	return &view{s: s, info: perm.Inspect(s)}, nil
 }
 
 // metadata is the request metadata every Permify call may carry.
@@ -110,7 +85,7 @@ func (h *Handler) schemaAt(ctx context.Context, t *tenant, r store.Reader, versi
 	if text == "" {
 		return nil, notFound("ERROR_CODE_SCHEMA_NOT_FOUND", "tenant "+quote(t.ID)+" has no schema; write one with schemas/write")
 	}
-	v, err := h.schemas.get(text)
+	v, err := h.schemas.Get(text)
 	if err != nil {
 		return nil, &apiError{codeInternal, "ERROR_CODE_INTERNAL", "the stored schema does not compile"}
 	}
@@ -131,7 +106,7 @@ func (h *Handler) schemaWrite(ctx context.Context, t *tenant, body []byte) (any,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.schemas.get(text); err != nil {
+	if _, err := h.schemas.Get(text); err != nil {
 		return nil, &apiError{codeInternal, "ERROR_CODE_INTERNAL", "the compiled schema does not round-trip"}
 	}
 	rev, err := t.store.WriteSchema(ctx, text, nil)
