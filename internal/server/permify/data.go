@@ -121,7 +121,9 @@ func (v *view) tuple(tp tupleJSON) (rel.Relationship, error) {
 	if rl == nil || rl.IsPermission() || v.info.IsSynthetic(def.Name, rl.Name) {
 		return r, fmt.Errorf("entity %q has no relation %q", def.Name, r.Relation)
 	}
-	if !allowsSubject(rl, r.Subject) {
+	// Permify tuples carry no caveat and no expiration, so the type list must accept
+	// the subject bare, as the SpiceDB API requires of such a write.
+	if !v.s.AllowsSubject(def.Name, rl.Name, r.Subject, "", false) {
 		return r, fmt.Errorf("relation %q of entity %q does not allow subject %s", rl.Name, def.Name, subjectString(r.Subject))
 	}
 	// Names were checked against the schema above; only the ids remain.
@@ -129,15 +131,6 @@ func (v *view) tuple(tp tupleJSON) (rel.Relationship, error) {
 		return r, err
 	}
 	return r, rel.ValidateSubjectID(r.Subject.Object.ID)
-}
-
-func allowsSubject(rl *ir.Relation, s rel.SubjectRef) bool {
-	for _, a := range rl.Allowed {
-		if a.Type == s.Object.Type && a.Relation == s.Relation && a.Wildcard == (s.Object.ID == rel.Wildcard) {
-			return true
-		}
-	}
-	return false
 }
 
 func subjectString(s rel.SubjectRef) string {
