@@ -7,6 +7,8 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
 )
 
 const (
@@ -134,19 +136,17 @@ func page(ids []string, size int, token string) ([]string, string, error) {
 	return ids, base64.RawURLEncoding.EncodeToString([]byte(ids[size-1])), nil
 }
 
-func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any, error) {
-	var req struct {
-		Metadata        metadata     `json:"metadata"`
-		EntityType      string       `json:"entity_type"`
-		Permission      string       `json:"permission"`
-		Subject         subjectRef   `json:"subject"`
-		Context         checkContext `json:"context"`
-		PageSize        int          `json:"page_size"`
-		ContinuousToken string       `json:"continuous_token"`
-	}
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
+// lookupPage is what both lookups' requests carry besides the query itself.
+type lookupPage struct {
+	Metadata        metadata     `json:"metadata"`
+	Context         checkContext `json:"context"`
+	PageSize        int          `json:"page_size"`
+	ContinuousToken string       `json:"continuous_token"`
+}
+
+// lookupIDs runs a lookup at the request's snapshot and schema and answers with one
+// page of the ids it found, listed under key; run calls found with each id to list.
+func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(r store.Reader, s *ir.Schema, cctx map[string]any, found func(id string)) error) (any, error) {
 	cctx, err := req.Context.caveatContext()
 	if err != nil {
 		return nil, err
@@ -156,66 +156,62 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 		return nil, err
 	}
 	var ids []string
-	lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
-	err = t.engine.LookupResources(ctx, v.s, r, lreq, func(f engine.FoundResource) error {
-		if f.Result.Membership == engine.HasPermission {
-			ids = append(ids, f.ID)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := run(r, v.s, cctx, func(id string) { ids = append(ids, id) }); err != nil {
 		return nil, err
 	}
 	ids, next, err := page(ids, req.PageSize, req.ContinuousToken)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"entity_ids": nonNil(ids), "continuous_token": next}, nil
+	return map[string]any{key: nonNil(ids), "continuous_token": next}, nil
+}
+
+func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any, error) {
+	var req struct {
+		lookupPage
+		EntityType string     `json:"entity_type"`
+		Permission string     `json:"permission"`
+		Subject    subjectRef `json:"subject"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(r store.Reader, s *ir.Schema, cctx map[string]any, found func(string)) error {
+		lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
+		return t.engine.LookupResources(ctx, s, r, lreq, func(f engine.FoundResource) error {
+			if f.Result.Membership == engine.HasPermission {
+				found(f.ID)
+			}
+			return nil
+		})
+	})
 }
 
 // lookupSubject lists concrete subject ids; a wildcard grant (a public attribute) is
 // not expanded into every known subject.
 func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
-		Metadata         metadata     `json:"metadata"`
-		Entity           entityRef    `json:"entity"`
-		Permission       string       `json:"permission"`
-		SubjectReference subjectRef   `json:"subject_reference"`
-		Context          checkContext `json:"context"`
-		PageSize         int          `json:"page_size"`
-		ContinuousToken  string       `json:"continuous_token"`
+		lookupPage
+		Entity           entityRef  `json:"entity"`
+		Permission       string     `json:"permission"`
+		SubjectReference subjectRef `json:"subject_reference"`
 	}
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	cctx, err := req.Context.caveatContext()
-	if err != nil {
-		return nil, err
-	}
-	r, v, err := h.readView(ctx, t, req.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	sr := req.SubjectReference.rel()
-	lreq := engine.LookupSubjectsRequest{
-		Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
-		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
-	}
-	var ids []string
-	err = t.engine.LookupSubjects(ctx, v.s, r, lreq, func(f engine.FoundSubject) error {
-		if f.Result.Membership == engine.HasPermission && f.ID != rel.Wildcard {
-			ids = append(ids, f.ID)
+	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(r store.Reader, s *ir.Schema, cctx map[string]any, found func(string)) error {
+		sr := req.SubjectReference.rel()
+		lreq := engine.LookupSubjectsRequest{
+			Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
+			SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
 		}
-		return nil
+		return t.engine.LookupSubjects(ctx, s, r, lreq, func(f engine.FoundSubject) error {
+			if f.Result.Membership == engine.HasPermission && f.ID != rel.Wildcard {
+				found(f.ID)
+			}
+			return nil
+		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	ids, next, err := page(ids, req.PageSize, req.ContinuousToken)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"subject_ids": nonNil(ids), "continuous_token": next}, nil
 }
 
 // subjectPermission checks every permission (and, unless only_permission, every
