@@ -23,6 +23,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
@@ -38,7 +39,7 @@ type Server struct {
 	ownsStore bool
 	engine    *engine.Engine
 	schemas   *schemaCache
-	quantizer *quantizer
+	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	tracer    trace.Tracer
 	counters  relationshipCounters
@@ -84,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
-	s.quantizer = newQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
+	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
 	if err := s.listen(keys); err != nil {
 		s.Close()
 		return nil, err
