@@ -15,6 +15,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
@@ -72,8 +73,8 @@ var rules = []rule{
 	})},
 	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_EMPTY_PRECONDITION, as[*emptyPreconditionError](nil)},
 	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*notAPermissionError](nil)},
-	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*counterExistsError](nil)},
-	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*counterUnknownError](nil)},
+	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*relcounter.ExistsError](nil)},
+	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*relcounter.UnknownError](nil)},
 	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*invalidTokenError](nil)},
 	{codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR, as(func(e *invalidCursorError) map[string]string {
 		return map[string]string{"reason": e.reason}

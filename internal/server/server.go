@@ -23,6 +23,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/crdb"
@@ -42,7 +43,7 @@ type Server struct {
 	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	tracer    trace.Tracer
-	counters  relationshipCounters
+	counters  relcounter.Registry
 	generated string
 
 	grpc    *grpc.Server
