@@ -18,6 +18,7 @@ import (
 	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/schemachange"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -83,7 +84,7 @@ var rules = []rule{
 	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*noSchemaError](nil)},
 	// SpiceDB refuses a schema that would orphan data with INVALID_ARGUMENT and
 	// SCHEMA_TYPE_ERROR; so do we.
-	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR, as(func(e *schemaChangeError) map[string]string { return e.meta })},
+	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR, as(func(e *schemachange.Error) map[string]string { return e.Details })},
 
 	// Relationship syntax, checked before the schema is consulted.
 	{codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, as[*malformedRelationshipError](nil)},
@@ -341,14 +342,6 @@ type noSchemaError struct{}
 func (*noSchemaError) Error() string {
 	return "No schema has been defined; please call WriteSchema to start"
 }
-
-// schemaChangeError refuses a schema that would leave stored relationships unreadable.
-type schemaChangeError struct {
-	msg  string
-	meta map[string]string
-}
-
-func (e *schemaChangeError) Error() string { return e.msg }
 
 // malformedRelationshipError: a relationship's names or ids break the syntax rules.
 type malformedRelationshipError struct{ err error }
