@@ -1,8 +1,12 @@
 // Package server owns latch's network face: the SpiceDB-compatible authzed.api.v1
-// gRPC services and their HTTP/JSON gateway, preshared-key auth, request validation,
-// panic recovery, and the one table that maps domain errors to gRPC codes and
-// ErrorReasons. It translates wire types to engine and store calls and back, and
-// decides nothing about permissions itself.
+// gRPC services and their HTTP/JSON gateway, the Permify HTTP API (server/permify)
+// mounted beside them, preshared-key auth, request validation, admission control,
+// panic recovery, metrics and tracing, and the one table that maps domain errors to
+// gRPC codes and ErrorReasons. It translates wire types to calls of the packages that
+// own the rules and back: permissions are the engine's, the revision a read runs at is
+// picked by consistency.go from the request's token and revision.Quantizer, schema
+// writes are checked by schemachange, counters kept by relcounter, and preconditions
+// and writes are the store's. It decides nothing about permissions itself.
 package server
 
 import (
