@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
 )
@@ -147,3 +148,9 @@ func attr(entity, name string, value any) map[string]any {
 func boolValue(b bool) map[string]any {
 	return map[string]any{"@type": "type.googleapis.com/base.v1.BooleanValue", "data": b}
 }
+
+// Check answers, as the API sends them.
+const (
+	allowed = permdata.Allowed
+	denied  = permdata.Denied
+)

@@ -6,14 +6,9 @@ import (
 	"slices"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
-	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
-)
-
-const (
-	allowed = "CHECK_RESULT_ALLOWED"
-	denied  = "CHECK_RESULT_DENIED"
 )
 
 // checkContext is Permify's request context. Contextual tuples and attributes are
@@ -24,25 +19,12 @@ type checkContext struct {
 	Data       map[string]any  `json:"data"`
 }
 
-// caveatContext is the request context the engine evaluates rules with: rules read
-// request values as `context.data.x`.
+// caveatContext is the request context the engine evaluates rules with.
 func (c checkContext) caveatContext() (map[string]any, error) {
 	if len(c.Tuples) > 0 || len(c.Attributes) > 0 {
 		return nil, &apiError{codeUnimplemented, "ERROR_CODE_NOT_IMPLEMENTED", "contextual tuples and attributes are not supported; write them with data/write"}
 	}
-	if c.Data == nil {
-		return nil, nil
-	}
-	return map[string]any{"context": map[string]any{"data": c.Data}}, nil
-}
-
-// result maps an engine answer to Permify's. A rule that lacks request data is
-// CONDITIONAL in the engine; Permify answers such a check DENIED.
-func result(m engine.Membership) string {
-	if m == engine.HasPermission {
-		return allowed
-	}
-	return denied
+	return permdata.RequestContext(c.Data), nil
 }
 
 type checkBody struct {
@@ -74,11 +56,11 @@ func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.engine.Check(ctx, v.s, r, creq)
+	res, err := t.engine.Check(ctx, v.IR, r, creq)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"can": result(res.Membership), "metadata": map[string]any{"check_count": 0}}, nil
+	return map[string]any{"can": permdata.Result(res.Membership), "metadata": map[string]any{"check_count": 0}}, nil
 }
 
 func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, error) {
@@ -108,11 +90,11 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 		return nil, err
 	}
 	results := make([]any, len(creqs))
-	for i, br := range t.engine.CheckBulk(ctx, v.s, r, creqs) {
+	for i, br := range t.engine.CheckBulk(ctx, v.IR, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
-		results[i] = map[string]any{"can": result(br.Result.Membership), "metadata": map[string]any{"check_count": 0}}
+		results[i] = map[string]any{"can": permdata.Result(br.Result.Membership), "metadata": map[string]any{"check_count": 0}}
 	}
 	return map[string]any{"results": results}, nil
 }
@@ -145,8 +127,8 @@ type lookupPage struct {
 }
 
 // lookupIDs runs a lookup at the request's snapshot and schema and answers with one
-// page of the ids it found, listed under key; run calls found with each id to list.
-func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(r store.Reader, s *ir.Schema, cctx map[string]any, found func(id string)) error) (any, error) {
+// page of the ids it found, listed under key.
+func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(r store.Reader, v *view, cctx map[string]any) ([]string, error)) (any, error) {
 	cctx, err := req.Context.caveatContext()
 	if err != nil {
 		return nil, err
@@ -155,8 +137,8 @@ func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key 
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
-	if err := run(r, v.s, cctx, func(id string) { ids = append(ids, id) }); err != nil {
+	ids, err := run(r, v, cctx)
+	if err != nil {
 		return nil, err
 	}
 	ids, next, err := page(ids, req.PageSize, req.ContinuousToken)
@@ -176,14 +158,9 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(r store.Reader, s *ir.Schema, cctx map[string]any, found func(string)) error {
+	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(r store.Reader, v *view, cctx map[string]any) ([]string, error) {
 		lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
-		return t.engine.LookupResources(ctx, s, r, lreq, func(f engine.FoundResource) error {
-			if f.Result.Membership == engine.HasPermission {
-				found(f.ID)
-			}
-			return nil
-		})
+		return permdata.LookupEntities(ctx, t.engine, v, r, lreq)
 	})
 }
 
@@ -199,18 +176,13 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(r store.Reader, s *ir.Schema, cctx map[string]any, found func(string)) error {
+	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(r store.Reader, v *view, cctx map[string]any) ([]string, error) {
 		sr := req.SubjectReference.rel()
 		lreq := engine.LookupSubjectsRequest{
 			Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
 			SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
 		}
-		return t.engine.LookupSubjects(ctx, s, r, lreq, func(f engine.FoundSubject) error {
-			if f.Result.Membership == engine.HasPermission && f.ID != rel.Wildcard {
-				found(f.ID)
-			}
-			return nil
-		})
+		return permdata.LookupSubjects(ctx, t.engine, v, r, lreq)
 	})
 }
 
@@ -229,14 +201,14 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 	if err != nil {
 		return nil, err
 	}
-	def := v.s.Definition(req.Entity.Type)
+	def := v.IR.Definition(req.Entity.Type)
 	if def == nil {
 		return nil, &engine.UnknownDefinitionError{Name: req.Entity.Type}
 	}
 	var names []string
 	var creqs []engine.CheckRequest
 	for _, rl := range def.Relations {
-		if v.info.IsSynthetic(def.Name, rl.Name) || !rl.IsPermission() && req.Metadata.OnlyPermission {
+		if v.Info.IsSynthetic(def.Name, rl.Name) || !rl.IsPermission() && req.Metadata.OnlyPermission {
 			continue
 		}
 		c := base
@@ -244,11 +216,11 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 		names, creqs = append(names, rl.Name), append(creqs, c)
 	}
 	results := map[string]string{}
-	for i, br := range t.engine.CheckBulk(ctx, v.s, r, creqs) {
+	for i, br := range t.engine.CheckBulk(ctx, v.IR, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
-		results[names[i]] = result(br.Result.Membership)
+		results[names[i]] = permdata.Result(br.Result.Membership)
 	}
 	return map[string]any{"results": results}, nil
 }
@@ -262,7 +234,7 @@ func (h *Handler) expand(ctx context.Context, t *tenant, body []byte) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	n, err := t.engine.Expand(ctx, v.s, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
+	n, err := t.engine.Expand(ctx, v.IR, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
 	if err != nil {
 		return nil, err
 	}

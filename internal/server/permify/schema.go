@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/schema/perm"
@@ -12,10 +13,7 @@ import (
 )
 
 // view is a compiled schema with its Permify reading.
-type view struct {
-	s    *ir.Schema
-	info *perm.Info
-}
+type view = permdata.Schema
 
 // maxCachedSchemas bounds the cache; tenants rarely have more than a few live versions.
 const maxCachedSchemas = 64
@@ -35,7 +33,7 @@ func compileStored(text string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &view{s: s, info: perm.Inspect(s)}, nil
+	return permdata.NewSchema(s), nil
 }
 
 // metadata is the request metadata every Permify call may carry.
