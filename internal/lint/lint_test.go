@@ -21,6 +21,10 @@ var forbidden = map[string][]string{
 	"internal/caveat": {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/"},
 	"internal/relv1":  {"net/http", module + "internal/engine", module + "internal/schema", module + "internal/store", module + "internal/server", module + "internal/cli"},
 	"internal/server": {module + "internal/cli"},
+	// Permify's data model and the validation files run without a network face: they
+	// call the engine and a store directly.
+	"internal/permdata":       {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
+	"internal/validationfile": {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
 }
 
 // protoImporters are the packages that may import the authzed-go protos themselves:
