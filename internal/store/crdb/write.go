@@ -104,7 +104,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := sqlstore.CheckUpdates(updates); err != nil {
+	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
 	b, err := sqlstore.SplitUpdates(updates)

@@ -19,7 +19,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := checkUpdates(updates); err != nil {
+	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
 	r, err := s.headReader()
@@ -65,32 +65,6 @@ func (s *Store) headReader() (*reader, error) {
 		return nil, errClosed
 	}
 	return &reader{s: s, rev: s.head}, nil
-}
-
-// checkUpdates refuses unknown operations, nameless caveats and batches that update
-// one relationship twice.
-func checkUpdates(updates []store.Update) error {
-	var seen map[rel.Key]struct{}
-	if len(updates) > 1 {
-		seen = make(map[rel.Key]struct{}, len(updates))
-	}
-	for _, u := range updates {
-		if u.Op < store.Create || u.Op > store.Delete {
-			return &store.InvalidUpdateError{Update: u, Reason: "unknown operation"}
-		}
-		if c := u.Relationship.Caveat; c != nil && c.Name == "" && u.Op != store.Delete {
-			return &store.InvalidUpdateError{Update: u, Reason: "caveat has no name"}
-		}
-		if seen == nil {
-			continue
-		}
-		k := u.Relationship.Key()
-		if _, dup := seen[k]; dup {
-			return &store.DuplicateUpdateError{Relationship: u.Relationship}
-		}
-		seen[k] = struct{}{}
-	}
-	return nil
 }
 
 // checkCreates fails when a CREATE names a relationship that exists and has not

@@ -151,33 +151,26 @@ func (s *Store) publish(rev uint64) {
 // checkUpdates refuses unknown operations, nameless caveats, names with NUL bytes and
 // batches that update one relationship twice.
 func checkUpdates(updates []store.Update) error {
-	var seen map[rel.Key]struct{}
-	if len(updates) > 1 {
-		seen = make(map[rel.Key]struct{}, len(updates))
+	if err := store.CheckUpdates(updates); err != nil {
+		return err
 	}
 	for _, u := range updates {
-		if err := checkUpdate(u); err != nil {
+		if err := checkKeyBytes(u); err != nil {
 			return err
 		}
-		if seen == nil {
-			continue
-		}
-		k := u.Relationship.Key()
-		if _, dup := seen[k]; dup {
-			return &store.DuplicateUpdateError{Relationship: u.Relationship}
-		}
-		seen[k] = struct{}{}
 	}
 	return nil
 }
 
 func checkUpdate(u store.Update) error {
-	if u.Op < store.Create || u.Op > store.Delete {
-		return &store.InvalidUpdateError{Update: u, Reason: "unknown operation"}
+	if err := store.CheckUpdate(u); err != nil {
+		return err
 	}
-	if c := u.Relationship.Caveat; c != nil && c.Name == "" && u.Op != store.Delete {
-		return &store.InvalidUpdateError{Update: u, Reason: "caveat has no name"}
-	}
+	return checkKeyBytes(u)
+}
+
+// checkKeyBytes refuses NUL bytes, which separate the parts of a key.
+func checkKeyBytes(u store.Update) error {
 	if ks := keyStrings(u.Relationship.Key()); hasNUL(ks[:]...) {
 		return &store.InvalidUpdateError{Update: u, Reason: "a type, id or relation contains a NUL byte"}
 	}

@@ -40,7 +40,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := sqlstore.CheckUpdates(updates); err != nil {
+	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
 	batch, err := sqlstore.SplitUpdates(updates)
