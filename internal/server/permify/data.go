@@ -64,11 +64,7 @@ func (h *Handler) dataWrite(ctx context.Context, t *tenant, body []byte) (any, e
 	if n := len(req.Tuples) + len(req.Attributes); n > h.cfg.MaxBatch {
 		return nil, invalid("ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED", fmt.Sprintf("%d tuples and attributes in one write; the maximum is %d", n, h.cfg.MaxBatch))
 	}
-	r, err := h.reader(ctx, t, "")
-	if err != nil {
-		return nil, err
-	}
-	v, err := h.schemaAt(ctx, t, r, req.Metadata.SchemaVersion)
+	r, v, err := h.readView(ctx, t, metadata{SchemaVersion: req.Metadata.SchemaVersion})
 	if err != nil {
 		return nil, err
 	}

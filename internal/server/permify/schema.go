@@ -139,11 +139,7 @@ func (h *Handler) schemaRead(ctx context.Context, t *tenant, body []byte) (any, 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	r, err := h.reader(ctx, t, "")
-	if err != nil {
-		return nil, err
-	}
-	v, err := h.schemaAt(ctx, t, r, req.Metadata.SchemaVersion)
+	_, v, err := h.readView(ctx, t, metadata{SchemaVersion: req.Metadata.SchemaVersion})
 	if err != nil {
 		return nil, err
 	}
