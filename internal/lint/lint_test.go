@@ -4,15 +4,21 @@ package lint
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/latch-authz/latch/"
 
+// offline is what a package below the network face must not depend on: it serves and
+// calls nothing over the network and knows nothing of the wire protos, the server or
+// the CLI.
+var offline = []string{"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"}
+
 // forbidden lists, per layer, the import path prefixes its packages must not depend on,
 // directly or transitively: the engine, schema and store layers do no network or SQL
-// I/O and know nothing of the wire protos or the CLI (DESIGN.md, "Layers").
+// I/O and know nothing of the wire protos or the CLI (docs/ARCHITECTURE.md, "Layers").
 var forbidden = map[string][]string{
 	"internal/engine": {"google.golang.org/grpc", "net/http", "database/sql", "github.com/jackc/pgx", "github.com/spf13/cobra", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
 	"internal/schema": {"google.golang.org/grpc", "net/http", "database/sql", "github.com/spf13/cobra", "github.com/authzed/authzed-go", module + "internal/engine", module + "internal/store", module + "internal/server", module + "internal/cli"},
@@ -22,9 +28,18 @@ var forbidden = map[string][]string{
 	"internal/relv1":  {"net/http", module + "internal/engine", module + "internal/schema", module + "internal/store", module + "internal/server", module + "internal/cli"},
 	"internal/server": {module + "internal/cli"},
 	// Permify's data model and the validation files run without a network face: they
-	// call the engine and a store directly.
-	"internal/permdata":       {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
-	"internal/validationfile": {"google.golang.org/grpc", "net/http", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
+	// call the engine and a store directly. So do the rules the server applies.
+	"internal/permdata":       offline,
+	"internal/validationfile": offline,
+	"internal/revision":       offline,
+	"internal/relcounter":     offline,
+	"internal/schemachange":   append(slices.Clone(offline), module+"internal/engine"),
+	"internal/runtime":        append(slices.Clone(offline), module+"internal/"),
+	// The load tool is a client of the server (and may start one in-process); its data
+	// sets and distributions are plain generators.
+	"internal/bench":         {module + "internal/cli"},
+	"internal/bench/dataset": append(slices.Clone(offline), module+"internal/store", module+"internal/engine", module+"internal/schema"),
+	"internal/bench/dist":    append(slices.Clone(offline), module+"internal/"),
 }
 
 // protoImporters are the packages that may import the authzed-go protos themselves:
