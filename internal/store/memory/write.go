@@ -22,17 +22,8 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
-	r, err := s.headReader()
-	if err != nil {
+	if _, err := s.checkedHead(ctx, preconditions, validate); err != nil {
 		return 0, err
-	}
-	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
-		return 0, err
-	}
-	if validate != nil {
-		if err := validate(ctx, r); err != nil {
-			return 0, err
-		}
 	}
 	if err := s.checkCreates(updates); err != nil {
 		return 0, err
@@ -65,6 +56,24 @@ func (s *Store) headReader() (*reader, error) {
 		return nil, errClosed
 	}
 	return &reader{s: s, rev: s.head}, nil
+}
+
+// checkedHead returns a reader at the head once the write's preconditions hold there
+// and its validator (nil: none) accepts it. Callers hold writeMu.
+func (s *Store) checkedHead(ctx context.Context, preconditions []store.Precondition, validate store.Validator) (*reader, error) {
+	r, err := s.headReader()
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
+		return nil, err
+	}
+	if validate != nil {
+		if err := validate(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // checkCreates fails when a CREATE names a relationship that exists and has not
@@ -157,11 +166,8 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	r, err := s.headReader()
+	r, err := s.checkedHead(ctx, preconditions, nil)
 	if err != nil {
-		return 0, 0, false, err
-	}
-	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
 		return 0, 0, false, err
 	}
 	var opts store.QueryOptions
@@ -207,14 +213,8 @@ func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Val
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	r, err := s.headReader()
-	if err != nil {
+	if _, err := s.checkedHead(ctx, nil, validate); err != nil {
 		return 0, err
-	}
-	if validate != nil {
-		if err := validate(ctx, r); err != nil {
-			return 0, err
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
