@@ -2,7 +2,8 @@
 // bounded in-memory log of recently committed revisions that writers append to without
 // ever waiting for readers (Feed), and the watch loop that turns a backend's
 // step-by-step reads of committed changes into a store.Watcher iterator with
-// checkpoints (Watch).
+// checkpoints (Watch). A backend that keeps a Feed gets its whole watch from WatchFeed
+// and Feed.Step, and supplies only the rebuild of revisions the feed has dropped.
 package changefeed
 
 import (
