@@ -13,11 +13,10 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latch-authz/latch/internal/bench/dataset"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // Load methods.
@@ -124,7 +123,11 @@ func loadBulk(ctx context.Context, pc v1.PermissionsServiceClient, ds dataset.Da
 		return err
 	}
 	err := ds.Generate(func(r rel.Relationship) error {
-		batch = append(batch, relToV1(r))
+		wire, err := relv1.Relationship(r)
+		if err != nil {
+			return err
+		}
+		batch = append(batch, wire)
 		if len(batch) < opt.Batch {
 			return nil
 		}
@@ -156,7 +159,11 @@ func loadWrites(ctx context.Context, pc v1.PermissionsServiceClient, ds dataset.
 		return nil
 	}
 	err := ds.Generate(func(r rel.Relationship) error {
-		updates = append(updates, &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_TOUCH, Relationship: relToV1(r)})
+		wire, err := relv1.Relationship(r)
+		if err != nil {
+			return err
+		}
+		updates = append(updates, &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_TOUCH, Relationship: wire})
 		if len(updates) == opt.Batch {
 			return flush()
 		}
@@ -166,25 +173,6 @@ func loadWrites(ctx context.Context, pc v1.PermissionsServiceClient, ds dataset.
 		return err
 	}
 	return flush()
-}
-
-func relToV1(r rel.Relationship) *v1.Relationship {
-	out := &v1.Relationship{
-		Resource: &v1.ObjectReference{ObjectType: r.Resource.Type, ObjectId: r.Resource.ID},
-		Relation: r.Relation,
-		Subject: &v1.SubjectReference{
-			Object:           &v1.ObjectReference{ObjectType: r.Subject.Object.Type, ObjectId: r.Subject.Object.ID},
-			OptionalRelation: r.Subject.Relation,
-		},
-	}
-	if r.Caveat != nil {
-		ctx, _ := structpb.NewStruct(r.Caveat.Context) // generated contexts are JSON values
-		out.OptionalCaveat = &v1.ContextualizedCaveat{CaveatName: r.Caveat.Name, Context: ctx}
-	}
-	if r.Expiration != nil {
-		out.OptionalExpiresAt = timestamppb.New(*r.Expiration)
-	}
-	return out
 }
 
 // WriteFile writes ds as one relationship per line in latch's relationship syntax.

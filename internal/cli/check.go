@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // CheckConfig is one permission check.
@@ -79,7 +80,7 @@ func checkRequest(cfg CheckConfig) (*v1.CheckPermissionRequest, error) {
 			return nil, fmt.Errorf("--context: not a JSON object: %w", err)
 		}
 	}
-	wireCtx, err := contextToV1(ctx)
+	wireCtx, err := relv1.Context(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("caveat context: %w", err)
 	}
@@ -89,9 +90,9 @@ func checkRequest(cfg CheckConfig) (*v1.CheckPermissionRequest, error) {
 	}
 	return &v1.CheckPermissionRequest{
 		Consistency: cons,
-		Resource:    objectToV1(resource),
+		Resource:    relv1.Object(resource),
 		Permission:  permission,
-		Subject:     subjectToV1(subject),
+		Subject:     relv1.Subject(subject),
 		Context:     wireCtx,
 		WithTracing: cfg.Explain,
 	}, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // writeCheckTrace prints a check's debug trace as a tree, one step a line, in the
@@ -53,7 +55,7 @@ func (tw treeWriter) step(t *v1.CheckDebugTrace, first, rest string) {
 	if len(t.GetSubProblems().GetTraces()) == 0 && !t.GetWasCachedResult() &&
 		t.GetResult() == v1.CheckDebugTrace_PERMISSIONSHIP_HAS_PERMISSION {
 		// A leaf that has the permission found the subject itself there.
-		children = append(children, func(first, _ string) { fmt.Fprintln(tw.w, first+subjectFromV1(t.GetSubject()).String()) })
+		children = append(children, func(first, _ string) { fmt.Fprintln(tw.w, first+relv1.FromSubject(t.GetSubject()).String()) })
 	}
 	tw.children(children, rest)
 }

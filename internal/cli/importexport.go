@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // importBatch is how many relationships one ImportBulkRelationships message carries.
@@ -53,7 +54,7 @@ func parseRelationshipLine(line, format string) (*v1.Relationship, error) {
 	if err != nil {
 		return nil, err
 	}
-	return relToV1(r)
+	return relv1.Relationship(r)
 }
 
 // progress reports an import's advance on stderr at most once a second.
@@ -266,7 +267,7 @@ func export(cmd *cobra.Command, cfg ClientConfig, req *v1.ExportBulkRelationship
 				}
 				w.Write(b)
 			} else {
-				w.WriteString(rel.String(relFromV1(r)))
+				w.WriteString(rel.String(relv1.FromRelationship(r)))
 			}
 			w.WriteByte('\n')
 		}

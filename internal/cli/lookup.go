@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // queryFlags are the flags every lookup and expand shares with `latch check`.
@@ -43,7 +44,7 @@ func (f *queryFlags) prepare(cmd *cobra.Command, env Env) (*client, *v1.Consiste
 			return nil, nil, nil, fmt.Errorf("--context: not a JSON object: %w", err)
 		}
 	}
-	wire, err := contextToV1(ctx)
+	wire, err := relv1.Context(ctx)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("caveat context: %w", err)
 	}
@@ -96,7 +97,7 @@ page is read at the revision of the first.`,
 			defer c.Close()
 			req := &v1.LookupResourcesRequest{
 				Consistency: cons, ResourceObjectType: args[0], Permission: args[1],
-				Subject: subjectToV1(subject), Context: ctx, OptionalLimit: limit,
+				Subject: relv1.Subject(subject), Context: ctx, OptionalLimit: limit,
 			}
 			for {
 				stream, err := c.LookupResources(cmd.Context(), req)
@@ -158,7 +159,7 @@ revision of the first.`,
 			}
 			defer c.Close()
 			req := &v1.LookupSubjectsRequest{
-				Consistency: cons, Resource: objectToV1(resource), Permission: args[1],
+				Consistency: cons, Resource: relv1.Object(resource), Permission: args[1],
 				SubjectObjectType: subjectType, OptionalSubjectRelation: subjectRel, Context: ctx, OptionalConcreteLimit: limit,
 			}
 			for {
@@ -231,7 +232,7 @@ combine, each relation listing the subjects written on it.
 				return err
 			}
 			defer c.Close()
-			resp, err := c.ExpandPermissionTree(cmd.Context(), &v1.ExpandPermissionTreeRequest{Consistency: cons, Resource: objectToV1(resource), Permission: args[1]})
+			resp, err := c.ExpandPermissionTree(cmd.Context(), &v1.ExpandPermissionTreeRequest{Consistency: cons, Resource: relv1.Object(resource), Permission: args[1]})
 			if err != nil {
 				return c.fail("expanding", err)
 			}

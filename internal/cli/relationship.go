@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // relationshipSyntax documents how relationships are written on the command line.
@@ -85,7 +86,7 @@ func parseUpdates(args []string, op v1.RelationshipUpdate_Operation, env Env) ([
 		if err != nil {
 			return nil, fmt.Errorf("relationship %q: %w", a, err)
 		}
-		wire, err := relToV1(r)
+		wire, err := relv1.Relationship(r)
 		if err != nil {
 			return nil, err
 		}
@@ -172,6 +173,6 @@ func readRelationships(cmd *cobra.Command, cfg ClientConfig, req *v1.ReadRelatio
 		if err != nil {
 			return c.fail("reading relationships", err)
 		}
-		fmt.Fprintln(out, rel.String(relFromV1(resp.GetRelationship())))
+		fmt.Fprintln(out, rel.String(relv1.FromRelationship(resp.GetRelationship())))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/runtime/gcpace"
 	"github.com/latch-authz/latch/internal/server"
 )
 
@@ -144,7 +145,7 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
 		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)
 	}
-	go server.PaceGC(ctx, srv.CacheBytes())
+	go gcpace.Run(ctx, srv.CacheBytes())
 	if err := srv.Serve(ctx); err != nil {
 		return fmt.Errorf("serving: %w", err)
 	}

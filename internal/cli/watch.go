@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // WatchConfig is what `latch watch` asks the server for.
@@ -137,7 +138,7 @@ func watch(ctx context.Context, cc ClientConfig, cfg WatchConfig, env Env) error
 func printWatchResponse(w io.Writer, resp *v1.WatchResponse, revisions bool) {
 	for _, u := range resp.GetUpdates() {
 		op := strings.TrimPrefix(u.GetOperation().String(), "OPERATION_")
-		fmt.Fprintln(w, op+" "+rel.String(relFromV1(u.GetRelationship())))
+		fmt.Fprintln(w, op+" "+rel.String(relv1.FromRelationship(u.GetRelationship())))
 	}
 	tok := resp.GetChangesThrough().GetToken()
 	if resp.GetSchemaUpdated() {

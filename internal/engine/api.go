@@ -1,5 +1,5 @@
 // Package engine owns permission evaluation over a compiled schema and a store reader:
-// check and bulk check (and, later, lookups and expand). It knows nothing of gRPC, HTTP
+// check, bulk check, lookup resources, lookup subjects and expand. It knows nothing of gRPC, HTTP
 // or SQL; everything it does runs in-process.
 package engine
 

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/latch-authz/latch/internal/engine/cache"
-	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -149,29 +148,6 @@ func toResult(o outcome) (Result, error) {
 	default:
 		return Result{Membership: NoPermission}, nil
 	}
-}
-
-// validateCheck refuses checks that name types or relations the schema lacks, as
-// SpiceDB does, rather than answering NO for them.
-func validateCheck(s *ir.Schema, req CheckRequest) error {
-	def := s.Definition(req.Resource.Type)
-	if def == nil {
-		return &ir.UnknownDefinitionError{Name: req.Resource.Type}
-	}
-	if def.Relation(req.Permission) == nil {
-		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
-	}
-	sdef := s.Definition(req.Subject.Object.Type)
-	if sdef == nil {
-		return &ir.UnknownDefinitionError{Name: req.Subject.Object.Type}
-	}
-	if req.Subject.Relation != "" && sdef.Relation(req.Subject.Relation) == nil {
-		return &ir.UnknownRelationError{Definition: sdef.Name, Name: req.Subject.Relation}
-	}
-	if req.Subject.Object.ID == rel.Wildcard {
-		return ErrWildcardSubject
-	}
-	return nil
 }
 
 // groupKey identifies the items that can share one evaluation: all but the resource id.

@@ -46,13 +46,9 @@ func ExpandPermissionNodes() ExpandOption {
 
 // Expand returns the expansion tree of relation on obj.
 func (e *Engine) Expand(ctx context.Context, s *ir.Schema, r store.Reader, obj rel.ObjectRef, relation string, opts ...ExpandOption) (*ExpandNode, error) {
-	def := s.Definition(obj.Type)
-	if def == nil {
-		return nil, &ir.UnknownDefinitionError{Name: obj.Type}
-	}
-	rl := def.Relation(relation)
-	if rl == nil {
-		return nil, &ir.UnknownRelationError{Definition: def.Name, Name: relation}
+	rl, err := resolve(s, obj.Type, relation)
+	if err != nil {
+		return nil, err
 	}
 	x := &expander{s: s, r: r}
 	for _, o := range opts {

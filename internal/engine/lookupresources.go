@@ -32,15 +32,8 @@ type FoundResource struct {
 // caller can page by counting. A granted resource is yielded once; conditional ones
 // come last. yield returning an error stops the lookup with that error.
 func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Reader, req LookupResourcesRequest, yield func(FoundResource) error) error {
-	def := s.Definition(req.ResourceType)
-	if def == nil {
-		return &ir.UnknownDefinitionError{Name: req.ResourceType}
-	}
-	target := def.Relation(req.Permission)
-	if target == nil {
-		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
-	}
-	if err := validateSubject(s, req.Subject); err != nil {
+	target, err := resourcesTarget(s, req)
+	if err != nil {
 		return err
 	}
 	l := &reverseLookup{
@@ -89,20 +82,6 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 		if err := yield(FoundResource{ID: id, Result: Result{Membership: HasPermission}}); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func validateSubject(s *ir.Schema, subj rel.SubjectRef) error {
-	sdef := s.Definition(subj.Object.Type)
-	if sdef == nil {
-		return &ir.UnknownDefinitionError{Name: subj.Object.Type}
-	}
-	if subj.Relation != "" && sdef.Relation(subj.Relation) == nil {
-		return &ir.UnknownRelationError{Definition: sdef.Name, Name: subj.Relation}
-	}
-	if subj.Object.ID == rel.Wildcard {
-		return ErrWildcardSubject
 	}
 	return nil
 }

@@ -32,20 +32,9 @@ type FoundSubject struct {
 // some subjects is reported as "*" with those subjects excluded. Concrete subjects are
 // yielded in id order, then the wildcard if any.
 func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, yield func(FoundSubject) error) error {
-	def := s.Definition(req.Resource.Type)
-	if def == nil {
-		return &ir.UnknownDefinitionError{Name: req.Resource.Type}
-	}
-	target := def.Relation(req.Permission)
-	if target == nil {
-		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
-	}
-	sdef := s.Definition(req.SubjectType)
-	if sdef == nil {
-		return &ir.UnknownDefinitionError{Name: req.SubjectType}
-	}
-	if req.SubjectRelation != "" && sdef.Relation(req.SubjectRelation) == nil {
-		return &ir.UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
+	target, err := subjectsTarget(s, req)
+	if err != nil {
+		return err
 	}
 	l := &subjectLookup{
 		ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,

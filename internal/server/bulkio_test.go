@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 const bulkSchema = "definition user {}\ndefinition doc {\n\trelation viewer: user\n\tpermission view = viewer\n}"
@@ -57,7 +58,7 @@ func (ts *testServer) exportAll(t *testing.T, req *v1.ExportBulkRelationshipsReq
 			t.Fatalf("ExportBulkRelationships: %v", err)
 		}
 		for _, r := range resp.Relationships {
-			rels = append(rels, rel.String(relationshipFromV1(r)))
+			rels = append(rels, rel.String(relv1.FromRelationship(r)))
 		}
 		cursors = append(cursors, resp.AfterResultCursor)
 	}

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 	"github.com/latch-authz/latch/internal/store/postgres"
 	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
@@ -155,9 +156,9 @@ func (ts *testServer) checkAssertion(t *testing.T, a string) (v1.CheckPermission
 	}
 	req := &v1.CheckPermissionRequest{
 		Consistency: fullyConsistent(),
-		Resource:    objectToV1(resource),
+		Resource:    relv1.Object(resource),
 		Permission:  permission,
-		Subject:     subjectToV1(subject),
+		Subject:     relv1.Subject(subject),
 	}
 	if len(checkCtx) > 0 {
 		if req.Context, err = structpb.NewStruct(checkCtx); err != nil {

@@ -27,7 +27,7 @@ func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revi
 		if err != nil {
 			return 0, err
 		}
-		recent, err := s.quantizer.revision(ctx)
+		recent, err := s.quantizer.Revision(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -35,7 +35,7 @@ func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revi
 	case *v1.Consistency_AtExactSnapshot:
 		return decodeToken(req.AtExactSnapshot)
 	default:
-		return s.quantizer.revision(ctx)
+		return s.quantizer.Revision(ctx)
 	}
 }
 

@@ -1,15 +1,13 @@
 package server
 
 import (
-	"fmt"
-
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -17,66 +15,12 @@ import (
 // so the shapes here are trusted; nil sub-messages still convert to zero values rather
 // than panic.
 
-func objectFromV1(o *v1.ObjectReference) rel.ObjectRef {
-	return rel.ObjectRef{Type: o.GetObjectType(), ID: o.GetObjectId()}
-}
-
-func subjectFromV1(s *v1.SubjectReference) rel.SubjectRef {
-	return rel.SubjectRef{Object: objectFromV1(s.GetObject()), Relation: s.GetOptionalRelation()}
-}
-
-func objectToV1(o rel.ObjectRef) *v1.ObjectReference {
-	return &v1.ObjectReference{ObjectType: o.Type, ObjectId: o.ID}
-}
-
-func subjectToV1(s rel.SubjectRef) *v1.SubjectReference {
-	return &v1.SubjectReference{Object: objectToV1(s.Object), OptionalRelation: s.Relation}
-}
-
-// contextFromV1 turns a request or stored caveat context into plain Go values
-// (numbers become float64, as JSON's do).
-func contextFromV1(s *structpb.Struct) map[string]any {
-	if s == nil || len(s.GetFields()) == 0 {
-		return nil
-	}
-	return s.AsMap()
-}
-
-func relationshipFromV1(r *v1.Relationship) rel.Relationship {
-	out := rel.Relationship{
-		Resource: objectFromV1(r.GetResource()),
-		Relation: r.GetRelation(),
-		Subject:  subjectFromV1(r.GetSubject()),
-	}
-	if c := r.GetOptionalCaveat(); c != nil && c.GetCaveatName() != "" {
-		out.Caveat = &rel.Caveat{Name: c.GetCaveatName(), Context: contextFromV1(c.GetContext())}
-	}
-	if e := r.GetOptionalExpiresAt(); e != nil {
-		t := e.AsTime()
-		out.Expiration = &t
-	}
-	return out
-}
-
+// relationshipToV1 converts a stored relationship for a response: a stored caveat
+// context the wire cannot carry is the server's fault, not the caller's.
 func relationshipToV1(r rel.Relationship) (*v1.Relationship, error) {
-	out := &v1.Relationship{
-		Resource: objectToV1(r.Resource),
-		Relation: r.Relation,
-		Subject:  subjectToV1(r.Subject),
-	}
-	if r.Caveat != nil {
-		c := &v1.ContextualizedCaveat{CaveatName: r.Caveat.Name}
-		if len(r.Caveat.Context) > 0 {
-			st, err := structpb.NewStruct(r.Caveat.Context)
-			if err != nil {
-				return nil, fmt.Errorf("stored caveat context of %s: %w", rel.String(r), internalError{err})
-			}
-			c.Context = st
-		}
-		out.OptionalCaveat = c
-	}
-	if r.Expiration != nil {
-		out.OptionalExpiresAt = timestamppb.New(r.Expiration.UTC())
+	out, err := relv1.Relationship(r)
+	if err != nil {
+		return nil, internalError{err}
 	}
 	return out, nil
 }
@@ -142,10 +86,10 @@ func updateOpFromV1(op v1.RelationshipUpdate_Operation) store.Op {
 
 func checkRequestFromV1(res *v1.ObjectReference, perm string, sub *v1.SubjectReference, ctx *structpb.Struct) engine.CheckRequest {
 	return engine.CheckRequest{
-		Resource:   objectFromV1(res),
+		Resource:   relv1.FromObject(res),
 		Permission: perm,
-		Subject:    subjectFromV1(sub),
-		Context:    contextFromV1(ctx),
+		Subject:    relv1.FromSubject(sub),
+		Context:    relv1.FromContext(ctx),
 	}
 }
 

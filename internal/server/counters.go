@@ -2,74 +2,36 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"sync"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/relcounter"
 )
-
-// relationshipCounters are ExperimentalService's named relationship counters: a
-// registered filter whose matching relationships are counted on demand, at a recent
-// (quantized) revision. Registrations live in the server's memory: a restart forgets
-// them, and each server of a cluster has its own.
-type relationshipCounters struct {
-	mu      sync.Mutex
-	filters map[string]*v1.RelationshipFilter // guarded by mu
-}
-
-// counterExistsError: a counter with that name is already registered.
-type counterExistsError struct{ name string }
-
-func (e *counterExistsError) Error() string {
-	return fmt.Sprintf("a relationship counter named `%s` is already registered", e.name)
-}
-
-// counterUnknownError: no counter has that name.
-type counterUnknownError struct{ name string }
-
-func (e *counterUnknownError) Error() string {
-	return fmt.Sprintf("no relationship counter named `%s` is registered", e.name)
-}
 
 func (e *experimentalService) ExperimentalRegisterRelationshipCounter(ctx context.Context, req *v1.ExperimentalRegisterRelationshipCounterRequest) (*v1.ExperimentalRegisterRelationshipCounterResponse, error) {
 	s := e.perms.s
 	if err := s.checkFilterAtHead(ctx, req.GetRelationshipFilter(), nil); err != nil {
 		return nil, s.status(err)
 	}
-	c := &s.counters
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.filters[req.GetName()]; ok {
-		return nil, s.status(&counterExistsError{req.GetName()})
+	if err := s.counters.Register(req.GetName(), filterFromV1(req.GetRelationshipFilter())); err != nil {
+		return nil, s.status(err)
 	}
-	if c.filters == nil {
-		c.filters = map[string]*v1.RelationshipFilter{}
-	}
-	c.filters[req.GetName()] = proto.Clone(req.GetRelationshipFilter()).(*v1.RelationshipFilter)
 	return &v1.ExperimentalRegisterRelationshipCounterResponse{}, nil
 }
 
 func (e *experimentalService) ExperimentalCountRelationships(ctx context.Context, req *v1.ExperimentalCountRelationshipsRequest) (*v1.ExperimentalCountRelationshipsResponse, error) {
 	s := e.perms.s
-	s.counters.mu.Lock()
-	filter, ok := s.counters.filters[req.GetName()]
-	s.counters.mu.Unlock()
-	if !ok {
-		return nil, s.status(&counterUnknownError{req.GetName()})
+	filter, err := s.counters.Filter(req.GetName())
+	if err != nil {
+		return nil, s.status(err)
 	}
 	r, err := s.readerFor(ctx, nil)
 	if err != nil {
 		return nil, s.status(err)
 	}
-	var n uint64
-	for _, err := range r.Query(ctx, filterFromV1(filter), store.QueryOptions{}) {
-		if err != nil {
-			return nil, s.status(err)
-		}
-		n++
+	n, err := relcounter.Count(ctx, r, filter)
+	if err != nil {
+		return nil, s.status(err)
 	}
 	return &v1.ExperimentalCountRelationshipsResponse{CounterResult: &v1.ExperimentalCountRelationshipsResponse_ReadCounterValue{
 		ReadCounterValue: &v1.ReadCounterValue{RelationshipCount: n, ReadAt: tokenFor(r.Revision())},
@@ -78,11 +40,8 @@ func (e *experimentalService) ExperimentalCountRelationships(ctx context.Context
 
 func (e *experimentalService) ExperimentalUnregisterRelationshipCounter(ctx context.Context, req *v1.ExperimentalUnregisterRelationshipCounterRequest) (*v1.ExperimentalUnregisterRelationshipCounterResponse, error) {
 	s := e.perms.s
-	s.counters.mu.Lock()
-	defer s.counters.mu.Unlock()
-	if _, ok := s.counters.filters[req.GetName()]; !ok {
-		return nil, s.status(&counterUnknownError{req.GetName()})
+	if err := s.counters.Unregister(req.GetName()); err != nil {
+		return nil, s.status(err)
 	}
-	delete(s.counters.filters, req.GetName())
 	return &v1.ExperimentalUnregisterRelationshipCounterResponse{}, nil
 }

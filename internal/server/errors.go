@@ -42,8 +42,6 @@ var requestRules = []apierr.Rule{
 	})},
 	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_EMPTY_PRECONDITION, Match: apierr.As[*emptyPreconditionError](nil)},
 	{Code: codes.InvalidArgument, Match: apierr.As[*notAPermissionError](nil)},
-	{Code: codes.AlreadyExists, Match: apierr.As[*counterExistsError](nil)},
-	{Code: codes.NotFound, Match: apierr.As[*counterUnknownError](nil)},
 	{Code: codes.InvalidArgument, Match: apierr.As[*invalidTokenError](nil)},
 	// SpiceDB answers a cursor it cannot decode with INVALID_ARGUMENT.
 	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_INVALID_CURSOR, Match: apierr.As(func(e *invalidCursorError) map[string]string {
@@ -51,9 +49,6 @@ var requestRules = []apierr.Rule{
 	})},
 	{Code: codes.Unimplemented, Match: apierr.As[*unsupportedError](nil)},
 	{Code: codes.NotFound, Match: apierr.As[*noSchemaError](nil)},
-	// SpiceDB refuses a schema that would orphan data with INVALID_ARGUMENT and
-	// SCHEMA_TYPE_ERROR; so do we.
-	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR, Match: apierr.As(func(e *schemaChangeError) map[string]string { return e.meta })},
 	// Relationship syntax, checked before the schema is consulted.
 	{Code: codes.InvalidArgument, Match: apierr.As[*malformedRelationshipError](nil)},
 }
@@ -203,14 +198,6 @@ type noSchemaError struct{}
 func (*noSchemaError) Error() string {
 	return "No schema has been defined; please call WriteSchema to start"
 }
-
-// schemaChangeError refuses a schema that would leave stored relationships unreadable.
-type schemaChangeError struct {
-	msg  string
-	meta map[string]string
-}
-
-func (e *schemaChangeError) Error() string { return e.msg }
 
 // malformedRelationshipError: a relationship's names or ids break the syntax rules.
 type malformedRelationshipError struct{ err error }

@@ -6,6 +6,7 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // ExpandPermissionTree returns the permission's expansion as SpiceDB shapes it: every
@@ -17,7 +18,7 @@ func (p *permissionsService) ExpandPermissionTree(ctx context.Context, req *v1.E
 	if err != nil {
 		return nil, p.s.status(err)
 	}
-	root, err := p.s.engine.Expand(ctx, sch, r, objectFromV1(req.GetResource()), req.GetPermission(), engine.ExpandPermissionNodes())
+	root, err := p.s.engine.Expand(ctx, sch, r, relv1.FromObject(req.GetResource()), req.GetPermission(), engine.ExpandPermissionNodes())
 	if err != nil {
 		return nil, p.s.status(err)
 	}
@@ -31,11 +32,11 @@ var expandOps = map[engine.ExpandOp]v1.AlgebraicSubjectSet_Operation{
 }
 
 func expandTreeToV1(n *engine.ExpandNode) *v1.PermissionRelationshipTree {
-	out := &v1.PermissionRelationshipTree{ExpandedObject: objectToV1(n.Object), ExpandedRelation: n.Relation}
+	out := &v1.PermissionRelationshipTree{ExpandedObject: relv1.Object(n.Object), ExpandedRelation: n.Relation}
 	if n.Op == engine.ExpandLeaf {
 		leaf := &v1.DirectSubjectSet{}
 		for _, s := range n.Subjects {
-			leaf.Subjects = append(leaf.Subjects, subjectToV1(s))
+			leaf.Subjects = append(leaf.Subjects, relv1.Subject(s))
 		}
 		out.TreeType = &v1.PermissionRelationshipTree_Leaf{Leaf: leaf}
 		return out

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -104,8 +105,8 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 	lreq := engine.LookupResourcesRequest{
 		ResourceType: req.GetResourceObjectType(),
 		Permission:   req.GetPermission(),
-		Subject:      subjectFromV1(req.GetSubject()),
-		Context:      contextFromV1(req.GetContext()),
+		Subject:      relv1.FromSubject(req.GetSubject()),
+		Context:      relv1.FromContext(req.GetContext()),
 	}
 	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalLimit())
 	var seen, sent uint64
@@ -145,11 +146,11 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 		return p.s.status(err)
 	}
 	lreq := engine.LookupSubjectsRequest{
-		Resource:        objectFromV1(req.GetResource()),
+		Resource:        relv1.FromObject(req.GetResource()),
 		Permission:      req.GetPermission(),
 		SubjectType:     req.GetSubjectObjectType(),
 		SubjectRelation: req.GetOptionalSubjectRelation(),
-		Context:         contextFromV1(req.GetContext()),
+		Context:         relv1.FromContext(req.GetContext()),
 	}
 	noWildcards := req.GetWildcardOption() == v1.LookupSubjectsRequest_WILDCARD_OPTION_EXCLUDE_WILDCARDS
 	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalConcreteLimit())

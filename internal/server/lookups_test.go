@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // pageLimits are the page sizes every lookup is also read with; the pages must add up
@@ -45,7 +46,7 @@ func (ts *testServer) checkLookupsAgree(t *testing.T, assertion string, granted 
 	}
 	lr := &v1.LookupResourcesRequest{
 		Consistency: fullyConsistent(), ResourceObjectType: resource.Type, Permission: permission,
-		Subject: subjectToV1(subject), Context: ctxStruct,
+		Subject: relv1.Subject(subject), Context: ctxStruct,
 	}
 	resources := ts.lookupResourcesPaged(t, lr)
 	if listed := slices.Contains(resources, resource.ID+" has"); listed != granted {
@@ -55,7 +56,7 @@ func (ts *testServer) checkLookupsAgree(t *testing.T, assertion string, granted 
 		t.Errorf("%s: LookupResources lists the denied resource as conditional", assertion)
 	}
 	ls := &v1.LookupSubjectsRequest{
-		Consistency: fullyConsistent(), Resource: objectToV1(resource), Permission: permission,
+		Consistency: fullyConsistent(), Resource: relv1.Object(resource), Permission: permission,
 		SubjectObjectType: subject.Object.Type, OptionalSubjectRelation: subject.Relation, Context: ctxStruct,
 	}
 	subjects := ts.lookupSubjectsPaged(t, ls)

@@ -7,6 +7,7 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -60,7 +61,7 @@ func (s *Server) updatesFromV1(in []*v1.RelationshipUpdate) ([]store.Update, err
 // relationshipFromWire converts a relationship and checks what needs no schema: its
 // context size and its syntax.
 func (s *Server) relationshipFromWire(w *v1.Relationship) (rel.Relationship, error) {
-	r := relationshipFromV1(w)
+	r := relv1.FromRelationship(w)
 	if size := contextSize(w); size > s.cfg.MaxRelationshipContextBytes {
 		return r, &contextTooLargeError{r, size, s.cfg.MaxRelationshipContextBytes}
 	}

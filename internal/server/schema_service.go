@@ -8,6 +8,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/schemachange"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -45,7 +46,7 @@ func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaReq
 		if err != nil {
 			return err
 		}
-		return checkSchemaChange(ctx, r, old, compiled)
+		return schemachange.Check(ctx, r, old, compiled)
 	})
 	if err != nil {
 		return nil, ss.s.status(err)

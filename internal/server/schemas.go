@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"sync"
 
@@ -19,24 +18,22 @@ const maxCachedSchemas = 16
 // revisions almost every request reads at one of the last two.
 const recentRevisions = 4
 
-// schemaCache holds compiled schemas by the hash of their text, so a request costs a
-// hash and a map lookup instead of a compile, and by recent revision, so that most
+// schemaCache holds compiled schemas by their text (schema.Cache), so a request costs
+// a hash and a map lookup instead of a compile, and by recent revision, so that most
 // requests do not read the schema text at all.
 type schemaCache struct {
-	mu       sync.Mutex
-	byHash   map[[sha256.Size]byte]*ir.Schema // guarded by mu
-	order    [][sha256.Size]byte              // guarded by mu; insertion order, for eviction
-	byRev    [recentRevisions]revSchema       // guarded by mu; a ring
-	nextSlot int                              // guarded by mu
+	compiled *schema.Cache[*ir.Schema]
 	empty    *ir.Schema
-	compile  func(string) (*ir.Schema, error)
+
+	mu       sync.Mutex
+	byRev    [recentRevisions]revSchema // guarded by mu; a ring
+	nextSlot int                        // guarded by mu
 }
 
 func newSchemaCache() *schemaCache {
 	return &schemaCache{
-		byHash:  map[[sha256.Size]byte]*ir.Schema{},
-		empty:   ir.NewSchema(nil, nil, nil),
-		compile: schema.Compile,
+		compiled: schema.NewCache(maxCachedSchemas, schema.Compile),
+		empty:    ir.NewSchema(nil, nil, nil),
 	}
 }
 
@@ -46,33 +43,7 @@ func (c *schemaCache) get(text string) (*ir.Schema, error) {
 	if text == "" {
 		return c.empty, nil
 	}
-	h := sha256.Sum256([]byte(text))
-	c.mu.Lock()
-	s, ok := c.byHash[h]
-	c.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := c.compile(text)
-	if err != nil {
-		return nil, err
-	}
-	c.put(h, s)
-	return s, nil
-}
-
-func (c *schemaCache) put(h [sha256.Size]byte, s *ir.Schema) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byHash[h]; ok {
-		return
-	}
-	if len(c.order) >= maxCachedSchemas {
-		delete(c.byHash, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.byHash[h] = s
-	c.order = append(c.order, h)
+	return c.compiled.Get(text)
 }
 
 type revSchema struct {

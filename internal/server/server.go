@@ -1,8 +1,13 @@
 // Package server owns latch's network face: the SpiceDB-compatible authzed.api.v1
-// gRPC services and their HTTP/JSON gateway, preshared-key auth, request validation,
-// panic recovery, and rendering domain errors, as server/apierr classifies them, as
-// gRPC statuses with ErrorReasons. It translates wire types to engine and store calls and back, and
-// decides nothing about permissions itself.
+// gRPC services and their HTTP/JSON gateway, the Permify HTTP API (server/permify)
+// mounted beside them, preshared-key auth, request validation, admission control,
+// panic recovery, metrics and tracing, and rendering domain errors, as server/apierr
+// classifies them, as gRPC statuses with ErrorReasons. It translates wire types to
+// calls of the packages that own the rules and back: permissions are the engine's, the
+// revision a read runs at is picked by consistency.go from the request's token and
+// revision.Quantizer, schema writes are checked by schemachange, counters kept by
+// relcounter, and preconditions and writes are the store's. It decides nothing about
+// permissions itself.
 package server
 
 import (
@@ -24,6 +29,8 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/relcounter"
+	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
@@ -40,10 +47,10 @@ type Server struct {
 	ownsStore bool
 	engine    *engine.Engine
 	schemas   *schemaCache
-	quantizer *quantizer
+	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	tracer    trace.Tracer
-	counters  relationshipCounters
+	counters  relcounter.Registry
 	generated string
 
 	grpc    *grpc.Server
@@ -92,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
-	s.quantizer = newQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
+	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
 	if err := s.listen(keys); err != nil {
 		s.Close()
 		return nil, err

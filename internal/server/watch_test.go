@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 const watchSchema = `
@@ -38,7 +39,7 @@ func watchText(r *v1.WatchResponse) string {
 	parts := []string{"@" + r.GetChangesThrough().GetToken()}
 	for _, u := range r.GetUpdates() {
 		op := strings.TrimPrefix(u.GetOperation().String(), "OPERATION_")
-		parts = append(parts, op+" "+rel.String(relationshipFromV1(u.GetRelationship())))
+		parts = append(parts, op+" "+rel.String(relv1.FromRelationship(u.GetRelationship())))
 	}
 	if r.GetSchemaUpdated() {
 		parts = append(parts, "schema")

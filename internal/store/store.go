@@ -1,6 +1,7 @@
 // Package store owns the datastore interfaces every backend implements: MVCC revisions,
 // batched filtered reads at a revision, atomic write batches with preconditions, the
-// stored schema, and the sentinel errors the server maps to API errors.
+// stored schema, the sentinel errors the server maps to API errors, and the checks of a
+// write that read the same on every backend (CheckUpdates, CheckPreconditions).
 package store
 
 import (

@@ -1,7 +1,6 @@
 package validationfile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,10 +12,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/perm"
-	"github.com/latch-authz/latch/internal/server/permify"
+	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
 )
 
@@ -196,18 +196,20 @@ type PermifyReport struct {
 // OK reports whether every expectation held.
 func (r PermifyReport) OK() bool { return len(r.Failures) == 0 }
 
-// RunPermify runs f against a fresh memory store through latch's Permify API adapter,
-// so the file sees exactly what a Permify client of `latch serve` would.
+// RunPermify runs f against a fresh memory store with the rules latch's Permify API
+// applies (permdata), so the file sees what a Permify client of `latch serve` would.
 func RunPermify(ctx context.Context, f *PermifyFile) (PermifyReport, error) {
 	st := memory.New(memory.Options{GCInterval: -1})
 	defer st.Close()
-	h, err := permify.New(permify.Config{Engine: engine.New(engine.Config{}), Default: st})
+	r := &permifyRun{ctx: ctx, st: st, eng: engine.New(engine.Config{}), f: f, rep: PermifyReport{File: f.Name}}
+	if err := r.load(); err != nil {
+		return PermifyReport{}, err
+	}
+	head, err := st.HeadRevision(ctx)
 	if err != nil {
 		return PermifyReport{}, err
 	}
-	defer h.Close()
-	r := &permifyRun{ctx: ctx, h: h, f: f, rep: PermifyReport{File: f.Name}}
-	if err := r.load(); err != nil {
+	if r.at, err = st.Reader(ctx, head); err != nil {
 		return PermifyReport{}, err
 	}
 	for _, s := range f.Scenarios {
@@ -217,49 +219,34 @@ func RunPermify(ctx context.Context, f *PermifyFile) (PermifyReport, error) {
 }
 
 type permifyRun struct {
-	ctx context.Context
-	h   *permify.Handler
-	f   *PermifyFile
-	rep PermifyReport
+	ctx    context.Context
+	st     *memory.Store
+	eng    *engine.Engine
+	schema *permdata.Schema
+	at     store.Reader // the loaded data, which the scenarios read
+	f      *PermifyFile
+	rep    PermifyReport
 }
 
-func (r *permifyRun) call(endpoint string, req any, resp any) error {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	out, err := r.h.Call(r.ctx, permify.DefaultTenant, endpoint, body)
-	if err != nil {
-		return err
-	}
-	return json.NewDecoder(bytes.NewReader(out)).Decode(resp)
-}
-
-// load writes the schema, relationships and attributes; any problem stops the run.
+// load compiles the schema and writes the relationships and attributes, each in a
+// write of its own as a client would; any problem stops the run.
 func (r *permifyRun) load() error {
-	var discard map[string]any
 	if err := schemaProblems(r.f); err != nil {
 		return err
 	}
-	if err := r.call("schemas/write", map[string]any{"schema": r.f.Schema}, &discard); err != nil {
+	compiled, err := perm.CompileWith(r.f.Schema, perm.Options{PermifyNames: true})
+	if err != nil {
 		return &ProblemsError{Problems: []Problem{{File: r.f.Name, Line: r.f.schemaLoc.firstLine, Msg: err.Error()}}}
 	}
+	r.schema = permdata.NewSchema(compiled)
 	var probs []Problem
 	for _, l := range r.f.Relationships {
-		t, err := tupleJSON(l.Text)
-		if err == nil {
-			err = r.call("data/write", map[string]any{"tuples": []any{t}}, &discard)
-		}
-		if err != nil {
+		if err := r.writeTuple(l.Text); err != nil {
 			probs = append(probs, Problem{File: r.f.Name, Line: l.Line, Msg: fmt.Sprintf("relationship %q: %v", l.Text, err)})
 		}
 	}
 	for _, l := range r.f.Attributes {
-		a, err := attributeJSON(l.Text)
-		if err == nil {
-			err = r.call("data/write", map[string]any{"attributes": []any{a}}, &discard)
-		}
-		if err != nil {
+		if err := r.writeAttribute(l.Text); err != nil {
 			probs = append(probs, Problem{File: r.f.Name, Line: l.Line, Msg: fmt.Sprintf("attribute %q: %v", l.Text, err)})
 		}
 	}
@@ -267,6 +254,41 @@ func (r *permifyRun) load() error {
 		return &ProblemsError{Problems: probs}
 	}
 	return nil
+}
+
+func (r *permifyRun) writeTuple(text string) error {
+	t, err := permifyTuple(text)
+	if err != nil {
+		return err
+	}
+	if err := r.schema.CheckTuple(t); err != nil {
+		return err
+	}
+	_, err = r.st.Write(r.ctx, nil, []store.Update{{Op: store.Touch, Relationship: t}}, nil)
+	return err
+}
+
+// writeAttribute writes one attribute value; the rule calls it feeds read the values
+// written before it.
+func (r *permifyRun) writeAttribute(text string) error {
+	a, err := permifyAttribute(text)
+	if err != nil {
+		return err
+	}
+	head, err := r.st.HeadRevision(r.ctx)
+	if err != nil {
+		return err
+	}
+	at, err := r.st.Reader(r.ctx, head)
+	if err != nil {
+		return err
+	}
+	var b permdata.Batch
+	if err := r.schema.AttributeUpdates(r.ctx, at, []permdata.Attribute{a}, &b); err != nil {
+		return err
+	}
+	_, err = r.st.Write(r.ctx, nil, b.Updates, nil)
+	return err
 }
 
 // schemaProblems compiles the schema to report its problems at file lines.
@@ -293,43 +315,76 @@ func (r *permifyRun) scenario(s Scenario) {
 		for _, e := range c.Expect {
 			r.rep.Checked++
 			what := fmt.Sprintf("scenario %q: check %s#%s@%s", s.Name, c.Entity, e.Permission, c.Subject)
-			var resp struct{ Can string }
-			err := r.call("permissions/check", map[string]any{
-				"entity": objectJSON(c.Entity), "permission": e.Permission,
-				"subject": objectJSON(c.Subject), "context": c.Context,
-			}, &resp)
+			can, err := r.check(c, e.Permission)
 			switch {
 			case err != nil:
 				r.fail(e.Line, what, "error: %v", err)
-			case (resp.Can == "CHECK_RESULT_ALLOWED") != e.Want:
-				r.fail(e.Line, what, "expected %v, got %s", e.Want, resp.Can)
+			case (can == permdata.Allowed) != e.Want:
+				r.fail(e.Line, what, "expected %v, got %s", e.Want, can)
 			}
 		}
 	}
 	for _, flt := range s.EntityFilters {
 		for _, e := range flt.Expect {
-			var resp struct {
-				EntityIDs []string `json:"entity_ids"`
-			}
-			err := r.call("permissions/lookup-entity", map[string]any{
-				"entity_type": flt.EntityType, "permission": e.Permission,
-				"subject": objectJSON(flt.Subject), "context": flt.Context,
-			}, &resp)
-			r.compareIDs(e, fmt.Sprintf("scenario %q: entity filter %s#%s@%s", s.Name, flt.EntityType, e.Permission, flt.Subject), resp.EntityIDs, err)
+			ids, err := r.lookupEntities(flt, e.Permission)
+			r.compareIDs(e, fmt.Sprintf("scenario %q: entity filter %s#%s@%s", s.Name, flt.EntityType, e.Permission, flt.Subject), ids, err)
 		}
 	}
 	for _, flt := range s.SubjectFilters {
 		for _, e := range flt.Expect {
-			var resp struct {
-				SubjectIDs []string `json:"subject_ids"`
-			}
-			err := r.call("permissions/lookup-subject", map[string]any{
-				"entity": objectJSON(flt.Entity), "permission": e.Permission,
-				"subject_reference": objectJSON(flt.Subject), "context": flt.Context,
-			}, &resp)
-			r.compareIDs(e, fmt.Sprintf("scenario %q: subject filter %s#%s@%s", s.Name, flt.Entity, e.Permission, flt.Subject), resp.SubjectIDs, err)
+			ids, err := r.lookupSubjects(flt, e.Permission)
+			r.compareIDs(e, fmt.Sprintf("scenario %q: subject filter %s#%s@%s", s.Name, flt.Entity, e.Permission, flt.Subject), ids, err)
 		}
 	}
+}
+
+func (r *permifyRun) check(c PermifyCheck, permission string) (string, error) {
+	cctx, err := requestContext(c.Context)
+	if err != nil {
+		return "", err
+	}
+	res, err := r.eng.Check(r.ctx, r.schema.IR, r.at, engine.CheckRequest{
+		Resource: subjectOf(c.Entity).Object, Permission: permission, Subject: subjectOf(c.Subject), Context: cctx,
+	})
+	if err != nil {
+		return "", err
+	}
+	return permdata.Result(res.Membership), nil
+}
+
+func (r *permifyRun) lookupEntities(flt Filter, permission string) ([]string, error) {
+	cctx, err := requestContext(flt.Context)
+	if err != nil {
+		return nil, err
+	}
+	return permdata.LookupEntities(r.ctx, r.eng, r.schema, r.at, engine.LookupResourcesRequest{
+		ResourceType: flt.EntityType, Permission: permission, Subject: subjectOf(flt.Subject), Context: cctx,
+	})
+}
+
+func (r *permifyRun) lookupSubjects(flt Filter, permission string) ([]string, error) {
+	cctx, err := requestContext(flt.Context)
+	if err != nil {
+		return nil, err
+	}
+	sr := subjectOf(flt.Subject)
+	return permdata.LookupSubjects(r.ctx, r.eng, r.schema, r.at, engine.LookupSubjectsRequest{
+		Resource: subjectOf(flt.Entity).Object, Permission: permission,
+		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
+	})
+}
+
+// requestContext reads a scenario's context as Permify's API would a request's: its
+// data is what rules read; contextual tuples and attributes are refused rather than
+// ignored, since ignoring them would give wrong answers.
+func requestContext(c map[string]any) (map[string]any, error) {
+	for _, key := range []string{"tuples", "attributes"} {
+		if list, _ := c[key].([]any); len(list) > 0 {
+			return nil, errors.New("contextual tuples and attributes are not supported; write them under relationships and attributes")
+		}
+	}
+	data, _ := c["data"].(map[string]any)
+	return permdata.RequestContext(data), nil
 }
 
 func (r *permifyRun) compareIDs(e Expected[[]string], what string, got []string, err error) {
@@ -345,55 +400,48 @@ func (r *permifyRun) compareIDs(e Expected[[]string], what string, got []string,
 	}
 }
 
-// objectJSON turns `type:id`, `type:id#rel` or a bare `type[#rel]` into wire JSON.
-func objectJSON(s string) map[string]any {
-	out := map[string]any{}
+// subjectOf reads `type:id`, `type:id#rel` or a bare `type[#rel]`; Permify writes
+// the ellipsis relation as "...".
+func subjectOf(s string) rel.SubjectRef {
 	obj, relation, _ := strings.Cut(s, "#")
 	typ, id, _ := strings.Cut(obj, ":")
-	out["type"] = typ
-	if id != "" {
-		out["id"] = id
+	if relation == "..." {
+		relation = ""
 	}
-	if relation != "" {
-		out["relation"] = relation
-	}
-	return out
+	return rel.SubjectRef{Object: rel.ObjectRef{Type: typ, ID: id}, Relation: relation}
 }
 
-func tupleJSON(s string) (map[string]any, error) {
+func permifyTuple(s string) (rel.Relationship, error) {
 	r, err := rel.Parse(s)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	if r.Caveat != nil || r.Expiration != nil {
-		return nil, errors.New("relationships in Permify have no caveats or expiration")
+		return r, errors.New("relationships in Permify have no caveats or expiration")
 	}
-	subject := map[string]any{"type": r.Subject.Object.Type, "id": r.Subject.Object.ID}
-	if r.Subject.Relation != "" {
-		subject["relation"] = r.Subject.Relation
-	}
-	return map[string]any{
-		"entity":   map[string]any{"type": r.Resource.Type, "id": r.Resource.ID},
-		"relation": r.Relation, "subject": subject,
-	}, nil
+	return r, nil
 }
 
-// attributeJSON parses `entity:id$name|type:value` (value in JSON; a string may be
+// permifyAttribute parses `entity:id$name|type:value` (value in JSON; a string may be
 // written bare).
-func attributeJSON(s string) (map[string]any, error) {
+func permifyAttribute(s string) (permdata.Attribute, error) {
 	obj, rest, ok := strings.Cut(s, "$")
 	name, typed, ok2 := strings.Cut(rest, "|")
 	typ, value, ok3 := strings.Cut(typed, ":")
 	typeName, id, ok4 := strings.Cut(obj, ":")
 	if !ok || !ok2 || !ok3 || !ok4 {
-		return nil, fmt.Errorf("expected `entity:id$attribute|type:value`")
+		return permdata.Attribute{}, fmt.Errorf("expected `entity:id$attribute|type:value`")
 	}
-	var v any
-	if err := json.Unmarshal([]byte(value), &v); err != nil {
+	raw := json.RawMessage(value)
+	if !json.Valid(raw) {
 		if !strings.HasPrefix(typ, "string") {
-			return nil, fmt.Errorf("value %q is not valid for type %s", value, typ)
+			return permdata.Attribute{}, fmt.Errorf("value %q is not valid for type %s", value, typ)
 		}
-		v = value
+		quoted, err := json.Marshal(value)
+		if err != nil {
+			return permdata.Attribute{}, err
+		}
+		raw = quoted
 	}
-	return map[string]any{"entity": map[string]any{"type": typeName, "id": id}, "attribute": name, "value": v}, nil
+	return permdata.Attribute{Entity: rel.ObjectRef{Type: typeName, ID: id}, Name: name, Value: raw}, nil
 }

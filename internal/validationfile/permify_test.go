@@ -133,7 +133,7 @@ func TestPermifyFileProblems(t *testing.T) {
 		},
 		{
 			strings.Replace(permifyGood, "repository:r2#owner@user:cid", "repository:r2#owner@organization:cid", 1),
-			"f.yaml:28: relationship \"repository:r2#owner@organization:cid\": ERROR_CODE_VALIDATION",
+			"f.yaml:28: relationship \"repository:r2#owner@organization:cid\": relation \"owner\" of entity \"repository\" does not allow subject organization:cid",
 		},
 		{
 			strings.Replace(permifyGood, "is_public|boolean:true", "is_public|boolean:maybe", 1),

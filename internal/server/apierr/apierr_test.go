@@ -20,8 +20,10 @@ import (
 	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/schemachange"
 	"github.com/latch-authz/latch/internal/server/zedtoken"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -55,6 +57,9 @@ var domainErrors = map[string]error{
 	"caveat.ErrCostExceeded":        caveat.ErrCostExceeded,
 	"caveat.ParamTypeError":         &caveat.ParamTypeError{Caveat: "c", Param: "p", Err: errors.New("boom")},
 	"zedtoken.ErrMalformed":         zedtoken.ErrMalformed,
+	"relcounter.ExistsError":        &relcounter.ExistsError{},
+	"relcounter.UnknownError":       &relcounter.UnknownError{},
+	"schemachange.Error":            &schemachange.Error{},
 }
 
 // domainDirs are the packages whose errors reach clients. The store's backends are
@@ -62,7 +67,7 @@ var domainErrors = map[string]error{
 // come from opening a store at startup, never from a request.
 var domainDirs = []string{
 	"store", "engine", "engine/cache", "schema", "schema/ast", "schema/check", "schema/ir",
-	"schema/perm", "schema/zed", "caveat", "rel", "server/zedtoken",
+	"schema/perm", "schema/zed", "caveat", "rel", "server/zedtoken", "relcounter", "schemachange",
 }
 
 func TestEveryDomainErrorHasARow(t *testing.T) {

@@ -13,8 +13,10 @@ import (
 	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/schemachange"
 	"github.com/latch-authz/latch/internal/server/zedtoken"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -126,6 +128,14 @@ var domain = []Rule{
 	{codes.ResourceExhausted, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrWatchLagging)},
 	// An outage: nothing is known to have been written, and the request may be retried.
 	{codes.Unavailable, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrUnavailable)},
+
+	// Schema changes that would orphan stored relationships: SpiceDB answers
+	// INVALID_ARGUMENT with SCHEMA_TYPE_ERROR.
+	{ia, v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR, permifySchemaCompile, As(func(e *schemachange.Error) map[string]string { return e.Details })},
+
+	// Relationship counters (ExperimentalService).
+	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*relcounter.ExistsError](nil)},
+	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*relcounter.UnknownError](nil)},
 
 	// Zedtokens and snap tokens.
 	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(zedtoken.ErrMalformed)},

@@ -1,12 +1,14 @@
 // Package permify serves Permify's HTTP API (/v1/tenants/...) over latch's engine and
 // stores: tenants, schemas written in Permify's language, tuples and attributes, and
 // check, bulk check, lookups, subject permissions and expand. It is an adapter: wire
-// JSON in, engine and store calls, wire JSON out.
+// JSON in, engine, store and permdata calls (Permify's data model: tuple checks,
+// attribute lowering, answers), wire JSON out.
 //
 // Tenant t1 always exists and is the server's own store, the one the SpiceDB API
-// serves; other tenants each get an isolated store from Config.Tenants. Schemas are
-// stored as the .zed rendering of their compiled form (see package schema/perm), so the
-// SpiceDB API can read and evaluate t1's schema, and snap tokens and schema versions are
+// serves; other tenants each get an isolated store from Config.Tenants. A tenant the
+// SpiceDB API also serves stores its schema as the .zed rendering of the compiled form
+// (see package schema/perm), so the SpiceDB API can read and evaluate it; any other
+// tenant stores the Permify source (storedForm). Snap tokens and schema versions are
 // zedtokens of store revisions.
 package permify
 
@@ -25,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -71,7 +74,7 @@ type TenantInfo struct {
 // Handler serves the Permify API. Close releases the tenant stores it opened.
 type Handler struct {
 	cfg     Config
-	schemas *schemaCache
+	schemas *schema.Cache[*view]
 
 	mu      sync.Mutex
 	tenants map[string]*tenant // guarded by mu

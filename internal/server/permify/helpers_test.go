@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
 )
@@ -148,3 +149,9 @@ func attr(entity, name string, value any) map[string]any {
 func boolValue(b bool) map[string]any {
 	return map[string]any{"@type": "type.googleapis.com/base.v1.BooleanValue", "data": b}
 }
+
+// Check answers, as the API sends them.
+const (
+	allowed = permdata.Allowed
+	denied  = permdata.Denied
+)

@@ -8,13 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
-)
-
-const (
-	allowed = "CHECK_RESULT_ALLOWED"
-	denied  = "CHECK_RESULT_DENIED"
+	"github.com/latch-authz/latch/internal/store"
 )
 
 // checkContext is Permify's request context. Contextual tuples and attributes are
@@ -25,25 +22,12 @@ type checkContext struct {
 	Data       map[string]any  `json:"data"`
 }
 
-// caveatContext is the request context the engine evaluates rules with: rules read
-// request values as `context.data.x`.
+// caveatContext is the request context the engine evaluates rules with.
 func (c checkContext) caveatContext() (map[string]any, error) {
 	if len(c.Tuples) > 0 || len(c.Attributes) > 0 {
 		return nil, &apiError{codes.Unimplemented, "ERROR_CODE_NOT_IMPLEMENTED", "contextual tuples and attributes are not supported; write them with data/write"}
 	}
-	if c.Data == nil {
-		return nil, nil
-	}
-	return map[string]any{"context": map[string]any{"data": c.Data}}, nil
-}
-
-// result maps an engine answer to Permify's. A rule that lacks request data is
-// CONDITIONAL in the engine; Permify answers such a check DENIED.
-func result(m engine.Membership) string {
-	if m == engine.HasPermission {
-		return allowed
-	}
-	return denied
+	return permdata.RequestContext(c.Data), nil
 }
 
 type checkBody struct {
@@ -75,11 +59,11 @@ func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.engine.Check(ctx, v.s, r, creq)
+	res, err := t.engine.Check(ctx, v.IR, r, creq)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"can": result(res.Membership), "metadata": map[string]any{"check_count": 0}}, nil
+	return map[string]any{"can": permdata.Result(res.Membership), "metadata": map[string]any{"check_count": 0}}, nil
 }
 
 func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, error) {
@@ -109,11 +93,11 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 		return nil, err
 	}
 	results := make([]any, len(creqs))
-	for i, br := range t.engine.CheckBulk(ctx, v.s, r, creqs) {
+	for i, br := range t.engine.CheckBulk(ctx, v.IR, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
-		results[i] = map[string]any{"can": result(br.Result.Membership), "metadata": map[string]any{"check_count": 0}}
+		results[i] = map[string]any{"can": permdata.Result(br.Result.Membership), "metadata": map[string]any{"check_count": 0}}
 	}
 	return map[string]any{"results": results}, nil
 }
@@ -137,19 +121,17 @@ func page(ids []string, size int, token string) ([]string, string, error) {
 	return ids, base64.RawURLEncoding.EncodeToString([]byte(ids[size-1])), nil
 }
 
-func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any, error) {
-	var req struct {
-		Metadata        metadata     `json:"metadata"`
-		EntityType      string       `json:"entity_type"`
-		Permission      string       `json:"permission"`
-		Subject         subjectRef   `json:"subject"`
-		Context         checkContext `json:"context"`
-		PageSize        int          `json:"page_size"`
-		ContinuousToken string       `json:"continuous_token"`
-	}
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
+// lookupPage is what both lookups' requests carry besides the query itself.
+type lookupPage struct {
+	Metadata        metadata     `json:"metadata"`
+	Context         checkContext `json:"context"`
+	PageSize        int          `json:"page_size"`
+	ContinuousToken string       `json:"continuous_token"`
+}
+
+// lookupIDs runs a lookup at the request's snapshot and schema and answers with one
+// page of the ids it found, listed under key.
+func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(r store.Reader, v *view, cctx map[string]any) ([]string, error)) (any, error) {
 	cctx, err := req.Context.caveatContext()
 	if err != nil {
 		return nil, err
@@ -158,14 +140,7 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
-	lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
-	err = t.engine.LookupResources(ctx, v.s, r, lreq, func(f engine.FoundResource) error {
-		if f.Result.Membership == engine.HasPermission {
-			ids = append(ids, f.ID)
-		}
-		return nil
-	})
+	ids, err := run(r, v, cctx)
 	if err != nil {
 		return nil, err
 	}
@@ -173,52 +148,45 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"entity_ids": nonNil(ids), "continuous_token": next}, nil
+	return map[string]any{key: nonNil(ids), "continuous_token": next}, nil
+}
+
+func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any, error) {
+	var req struct {
+		lookupPage
+		EntityType string     `json:"entity_type"`
+		Permission string     `json:"permission"`
+		Subject    subjectRef `json:"subject"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(r store.Reader, v *view, cctx map[string]any) ([]string, error) {
+		lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
+		return permdata.LookupEntities(ctx, t.engine, v, r, lreq)
+	})
 }
 
 // lookupSubject lists concrete subject ids; a wildcard grant (a public attribute) is
 // not expanded into every known subject.
 func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
-		Metadata         metadata     `json:"metadata"`
-		Entity           entityRef    `json:"entity"`
-		Permission       string       `json:"permission"`
-		SubjectReference subjectRef   `json:"subject_reference"`
-		Context          checkContext `json:"context"`
-		PageSize         int          `json:"page_size"`
-		ContinuousToken  string       `json:"continuous_token"`
+		lookupPage
+		Entity           entityRef  `json:"entity"`
+		Permission       string     `json:"permission"`
+		SubjectReference subjectRef `json:"subject_reference"`
 	}
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	cctx, err := req.Context.caveatContext()
-	if err != nil {
-		return nil, err
-	}
-	r, v, err := h.readView(ctx, t, req.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	sr := req.SubjectReference.rel()
-	lreq := engine.LookupSubjectsRequest{
-		Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
-		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
-	}
-	var ids []string
-	err = t.engine.LookupSubjects(ctx, v.s, r, lreq, func(f engine.FoundSubject) error {
-		if f.Result.Membership == engine.HasPermission && f.ID != rel.Wildcard {
-			ids = append(ids, f.ID)
+	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(r store.Reader, v *view, cctx map[string]any) ([]string, error) {
+		sr := req.SubjectReference.rel()
+		lreq := engine.LookupSubjectsRequest{
+			Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
+			SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
 		}
-		return nil
+		return permdata.LookupSubjects(ctx, t.engine, v, r, lreq)
 	})
-	if err != nil {
-		return nil, err
-	}
-	ids, next, err := page(ids, req.PageSize, req.ContinuousToken)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"subject_ids": nonNil(ids), "continuous_token": next}, nil
 }
 
 // subjectPermission checks every permission (and, unless only_permission, every
@@ -236,14 +204,14 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 	if err != nil {
 		return nil, err
 	}
-	def := v.s.Definition(req.Entity.Type)
+	def := v.IR.Definition(req.Entity.Type)
 	if def == nil {
 		return nil, &ir.UnknownDefinitionError{Name: req.Entity.Type}
 	}
 	var names []string
 	var creqs []engine.CheckRequest
 	for _, rl := range def.Relations {
-		if v.info.IsSynthetic(def.Name, rl.Name) || !rl.IsPermission() && req.Metadata.OnlyPermission {
+		if v.Info.IsSynthetic(def.Name, rl.Name) || !rl.IsPermission() && req.Metadata.OnlyPermission {
 			continue
 		}
 		c := base
@@ -251,11 +219,11 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 		names, creqs = append(names, rl.Name), append(creqs, c)
 	}
 	results := map[string]string{}
-	for i, br := range t.engine.CheckBulk(ctx, v.s, r, creqs) {
+	for i, br := range t.engine.CheckBulk(ctx, v.IR, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
-		results[names[i]] = result(br.Result.Membership)
+		results[names[i]] = permdata.Result(br.Result.Membership)
 	}
 	return map[string]any{"results": results}, nil
 }
@@ -269,7 +237,7 @@ func (h *Handler) expand(ctx context.Context, t *tenant, body []byte) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	n, err := t.engine.Expand(ctx, v.s, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
+	n, err := t.engine.Expand(ctx, v.IR, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
 	if err != nil {
 		return nil, err
 	}

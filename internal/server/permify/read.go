@@ -3,8 +3,8 @@ package permify
 import (
 	"context"
 	"encoding/base64"
-	"slices"
 
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -50,6 +50,10 @@ type attributeFilter struct {
 	Attributes []string `json:"attributes"`
 }
 
+func (f attributeFilter) domain() permdata.AttributeFilter {
+	return permdata.AttributeFilter{Type: f.Entity.Type, IDs: f.Entity.IDs, Attributes: f.Attributes}
+}
+
 func decodeToken(tok string) (store.Cursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
@@ -59,7 +63,7 @@ func decodeToken(tok string) (store.Cursor, error) {
 }
 
 // page reads tuples matching f, skipping synthetic relations, up to size (0: all).
-func (v *view) tuples(ctx context.Context, r store.Reader, f store.Filter, size int, token string) ([]rel.Relationship, string, error) {
+func tuples(ctx context.Context, v *view, r store.Reader, f store.Filter, size int, token string) ([]rel.Relationship, string, error) {
 	opts := store.QueryOptions{}
 	if token != "" {
 		c, err := decodeToken(token)
@@ -74,7 +78,7 @@ func (v *view) tuples(ctx context.Context, r store.Reader, f store.Filter, size 
 			return nil, "", err
 		}
 		rl := it.Relationship
-		if v.info.IsSynthetic(rl.Resource.Type, rl.Relation) {
+		if v.Info.IsSynthetic(rl.Resource.Type, rl.Relation) {
 			continue
 		}
 		out = append(out, rl)
@@ -102,7 +106,7 @@ func (h *Handler) relationshipsRead(ctx context.Context, t *tenant, body []byte)
 	if err != nil {
 		return nil, err
 	}
-	rels, next, err := v.tuples(ctx, r, req.Filter.store(), req.PageSize, req.ContinuousToken)
+	rels, next, err := tuples(ctx, v, r, req.Filter.store(), req.PageSize, req.ContinuousToken)
 	if err != nil {
 		return nil, err
 	}
@@ -126,29 +130,18 @@ func (h *Handler) readView(ctx context.Context, t *tenant, m metadata) (store.Re
 	return r, v, err
 }
 
-// attributes reads the attribute values matching f.
-func (v *view) attributes(ctx context.Context, r store.Reader, f attributeFilter) ([]map[string]any, error) {
-	types := v.info.Entities
-	if f.Entity.Type != "" {
-		types = []string{f.Entity.Type}
+// attributesJSON reads the attribute values matching f in Permify's wire form.
+func attributesJSON(ctx context.Context, v *view, r store.Reader, f attributeFilter) ([]map[string]any, error) {
+	vals, err := v.Attributes(ctx, r, f.domain())
+	if err != nil {
+		return nil, err
 	}
 	var out []map[string]any
-	for _, typ := range types {
-		sf := store.Filter{ResourceType: typ, ResourceIDs: f.Entity.IDs, Subject: &store.SubjectFilter{Type: typ, IDs: []string{rel.Wildcard}}}
-		for it, err := range r.Query(ctx, sf, store.QueryOptions{}) {
-			if err != nil {
-				return nil, err
-			}
-			rl := it.Relationship
-			at, ok := v.info.Attributes[typ][rl.Relation]
-			if !ok || len(f.Attributes) > 0 && !slices.Contains(f.Attributes, rl.Relation) || rl.Caveat == nil {
-				continue
-			}
-			out = append(out, map[string]any{
-				"entity": entityRef{typ, rl.Resource.ID}, "attribute": rl.Relation,
-				"value": valueJSON(rl.Caveat.Context["value"], at),
-			})
-		}
+	for _, a := range vals {
+		out = append(out, map[string]any{
+			"entity": entityRef{a.Entity.Type, a.Entity.ID}, "attribute": a.Attribute,
+			"value": permdata.ValueJSON(a.Value, a.Type),
+		})
 	}
 	return out, nil
 }
@@ -165,7 +158,7 @@ func (h *Handler) attributesRead(ctx context.Context, t *tenant, body []byte) (a
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := v.attributes(ctx, r, req.Filter)
+	attrs, err := attributesJSON(ctx, v, r, req.Filter)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +186,7 @@ func (h *Handler) dataRead(ctx context.Context, t *tenant, body []byte) (any, er
 	if err != nil {
 		return nil, err
 	}
-	rels, _, err := v.tuples(ctx, r, req.Filter.store(), 0, "")
+	rels, _, err := tuples(ctx, v, r, req.Filter.store(), 0, "")
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +194,7 @@ func (h *Handler) dataRead(ctx context.Context, t *tenant, body []byte) (any, er
 	for i, rl := range rels {
 		tuples[i] = tupleOf(rl)
 	}
-	attrs, err := v.attributes(ctx, r, req.AttributeFilter)
+	attrs, err := attributesJSON(ctx, v, r, req.AttributeFilter)
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,11 @@ package permify
 
 import (
 	"context"
-	"crypto/sha256"
 	"strings"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/schema/perm"
@@ -16,31 +15,16 @@ import (
 )
 
 // view is a compiled schema with its Permify reading.
-type view struct {
-	s    *ir.Schema
-	info *perm.Info
-}
+type view = permdata.Schema
 
 // maxCachedSchemas bounds the cache; tenants rarely have more than a few live versions.
 const maxCachedSchemas = 64
 
-// schemaCache holds compiled schemas by the hash of their stored text.
-type schemaCache struct {
-	mu     sync.Mutex
-	byHash map[[sha256.Size]byte]*view // guarded by mu
-	order  [][sha256.Size]byte         // guarded by mu; insertion order, for eviction
-}
+func newSchemaCache() *schema.Cache[*view] { return schema.NewCache(maxCachedSchemas, compileStored) }
 
-func newSchemaCache() *schemaCache { return &schemaCache{byHash: map[[sha256.Size]byte]*view{}} }
-
-func (c *schemaCache) get(text string) (*view, error) {
-	h := sha256.Sum256([]byte(text))
-	c.mu.Lock()
-	v, ok := c.byHash[h]
-	c.mu.Unlock()
-	if ok {
-		return v, nil
-	}
+// compileStored compiles a stored schema text: Permify source under sourceHeader, the
+// .zed rendering otherwise (see storedForm).
+func compileStored(text string) (*view, error) {
 	var s *ir.Schema
 	var err error
 	if src, ok := strings.CutPrefix(text, sourceHeader); ok {
@@ -51,18 +35,7 @@ func (c *schemaCache) get(text string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	v = &view{s: s, info: perm.Inspect(s)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byHash[h]; !ok {
-		if len(c.order) >= maxCachedSchemas {
-			delete(c.byHash, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.byHash[h] = v
-		c.order = append(c.order, h)
-	}
-	return v, nil
+	return permdata.NewSchema(s), nil
 }
 
 // metadata is the request metadata every Permify call may carry.
@@ -112,7 +85,7 @@ func (h *Handler) schemaAt(ctx context.Context, t *tenant, r store.Reader, versi
 	if text == "" {
 		return nil, notFound("ERROR_CODE_SCHEMA_NOT_FOUND", "tenant "+quote(t.ID)+" has no schema; write one with schemas/write")
 	}
-	v, err := h.schemas.get(text)
+	v, err := h.schemas.Get(text)
 	if err != nil {
 		return nil, &apiError{codes.Internal, "ERROR_CODE_INTERNAL", "the stored schema does not compile"}
 	}
@@ -133,7 +106,7 @@ func (h *Handler) schemaWrite(ctx context.Context, t *tenant, body []byte) (any,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.schemas.get(text); err != nil {
+	if _, err := h.schemas.Get(text); err != nil {
 		return nil, &apiError{codes.Internal, "ERROR_CODE_INTERNAL", "the compiled schema does not round-trip"}
 	}
 	rev, err := t.store.WriteSchema(ctx, text, nil)
@@ -168,11 +141,7 @@ func (h *Handler) schemaRead(ctx context.Context, t *tenant, body []byte) (any, 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	r, err := h.reader(ctx, t, "")
-	if err != nil {
-		return nil, err
-	}
-	v, err := h.schemaAt(ctx, t, r, req.Metadata.SchemaVersion)
+	_, v, err := h.readView(ctx, t, metadata{SchemaVersion: req.Metadata.SchemaVersion})
 	if err != nil {
 		return nil, err
 	}

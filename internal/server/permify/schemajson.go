@@ -12,12 +12,12 @@ import (
 func schemaJSON(v *view) map[string]any {
 	entities := map[string]any{}
 	refs := map[string]string{}
-	for _, d := range v.s.Definitions {
+	for _, d := range v.IR.Definitions {
 		entities[d.Name] = entityJSON(v, d)
 		refs[d.Name] = "REFERENCE_ENTITY"
 	}
 	rules := map[string]any{}
-	for name, r := range v.info.Rules {
+	for name, r := range v.Info.Rules {
 		args := map[string]string{}
 		for _, p := range r.Params {
 			args[p.Name] = attributeTypeEnum(p.Type)
@@ -32,10 +32,10 @@ func entityJSON(v *view, d *ir.Definition) map[string]any {
 	relations, perms, attrs, refs := map[string]any{}, map[string]any{}, map[string]any{}, map[string]string{}
 	for _, r := range d.Relations {
 		switch {
-		case v.info.IsAttribute(d.Name, r.Name):
-			attrs[r.Name] = map[string]any{"name": r.Name, "type": attributeTypeEnum(v.info.Attributes[d.Name][r.Name])}
+		case v.Info.IsAttribute(d.Name, r.Name):
+			attrs[r.Name] = map[string]any{"name": r.Name, "type": attributeTypeEnum(v.Info.Attributes[d.Name][r.Name])}
 			refs[r.Name] = "REFERENCE_ATTRIBUTE"
-		case v.info.IsSynthetic(d.Name, r.Name):
+		case v.Info.IsSynthetic(d.Name, r.Name):
 		case r.IsPermission():
 			perms[r.Name] = map[string]any{"name": r.Name, "child": childJSON(v, d, r.Rewrite)}
 			refs[r.Name] = "REFERENCE_PERMISSION"
@@ -66,10 +66,10 @@ func childJSON(v *view, d *ir.Definition, x *ir.Expr) map[string]any {
 			"tupleSet": map[string]string{"relation": x.Tupleset}, "computed": map[string]string{"relation": x.Target},
 		}}}
 	case ir.Ref:
-		if v.info.IsAttribute(d.Name, x.Name) {
+		if v.Info.IsAttribute(d.Name, x.Name) {
 			return map[string]any{"leaf": map[string]any{"computed_attribute": map[string]string{"name": x.Name}}}
 		}
-		for _, c := range v.info.Calls[d.Name] {
+		for _, c := range v.Info.Calls[d.Name] {
 			if c.Relation == x.Name {
 				args := make([]any, len(c.Args))
 				for i, a := range c.Args {

@@ -2,7 +2,8 @@
 // bounded in-memory log of recently committed revisions that writers append to without
 // ever waiting for readers (Feed), and the watch loop that turns a backend's
 // step-by-step reads of committed changes into a store.Watcher iterator with
-// checkpoints (Watch).
+// checkpoints (Watch). A backend that keeps a Feed gets its whole watch from WatchFeed
+// and Feed.Step, and supplies only the rebuild of revisions the feed has dropped.
 package changefeed
 
 import (
@@ -140,6 +141,29 @@ func (f *Feed) Read(after, visible store.Revision, max int) Batch {
 		b.Through = rev
 	}
 	return b
+}
+
+// stepRevisions bounds the revisions one Step reads from the feed.
+const stepRevisions = 256
+
+// Step is the watch step of a backend that keeps its recent revisions in f: the
+// changes after after up to head (the newest revision readers may see) come from the
+// feed, or, when the feed no longer holds them, from history, which rebuilds the
+// non-empty changes of the revisions after+1..through from what the backend stores.
+// wake is the channel from Wait, taken before head was read.
+func (f *Feed) Step(after, head store.Revision, wake <-chan struct{}, history func(through store.Revision) ([]store.Change, error)) (Step, error) {
+	if after > head {
+		return Step{}, store.ErrRevisionInFuture
+	}
+	b := f.Read(after, head, stepRevisions)
+	if b.Gap == 0 {
+		return Step{Changes: b.Changes, Through: b.Through, More: b.Through < head, Wake: wake}, nil
+	}
+	changes, err := history(b.Gap)
+	if err != nil {
+		return Step{}, err
+	}
+	return Step{Changes: changes, Through: b.Gap, More: b.Gap < head, Wake: wake}, nil
 }
 
 // SortUpdates puts a revision's updates in key order, the order Change promises.

@@ -41,6 +41,16 @@ func Watch(ctx context.Context, next NextFunc, after store.Revision, opts store.
 	}
 }
 
+// WatchFeed is the Watch of a backend that keeps a Feed and whose next reads it with
+// Feed.Step: a watch from a revision the backend cannot read (collected, or not yet
+// reached) fails at once with open's error, before any waiting.
+func WatchFeed(ctx context.Context, open func(context.Context, store.Revision) (store.Reader, error), next NextFunc, after store.Revision, opts store.WatchOptions) iter.Seq2[store.Change, error] {
+	if _, err := open(ctx, after); err != nil {
+		return func(yield func(store.Change, error) bool) { yield(store.Change{}, err) }
+	}
+	return Watch(ctx, next, after, opts, 0)
+}
+
 type watchLoop struct {
 	ctx       context.Context
 	next      NextFunc

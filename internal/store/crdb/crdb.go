@@ -40,7 +40,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latch-authz/latch/internal/store"
@@ -93,37 +92,21 @@ var ErrNotMigrated = errors.New(`database is not migrated: run "latch datastore 
 // Open connects to the cluster at uri and checks the database's schema version.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts.setDefaults()
-	reads, err := newPool(uri, opts.ReadConns, opts.ConnectTimeout)
+	reads, err := sqlstore.NewPool("cockroachdb", uri, opts.ReadConns, opts.ConnectTimeout, "")
 	if err != nil {
 		return nil, err
 	}
-	writes, err := newPool(uri, opts.WriteConns, opts.ConnectTimeout)
+	writes, err := sqlstore.NewPool("cockroachdb", uri, opts.WriteConns, opts.ConnectTimeout, "")
 	if err != nil {
 		reads.Close()
 		return nil, err
 	}
 	s := &Store{opts: opts, reads: reads, writes: writes}
-	if err := checkVersion(ctx, writes); err != nil {
+	if err := schemaVersions.Check(ctx, writes); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
-}
-
-func newPool(uri string, size int32, connectTimeout time.Duration) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(uri)
-	if err != nil {
-		return nil, fmt.Errorf("cockroachdb connection URI is not valid: %w", err)
-	}
-	cfg.MaxConns = size
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = connectTimeout
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cockroachdb connection pool: %w", err)
-	}
-	return pool, nil
 }
 
 // Close closes the connection pools.
@@ -147,13 +130,9 @@ func (s *Store) HeadRevision(ctx context.Context) (store.Revision, error) {
 	return rev, nil
 }
 
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // clusterRevision reads cluster_logical_timestamp(). Inside a transaction it is the
 // transaction's commit timestamp.
-func clusterRevision(ctx context.Context, q queryRower) (store.Revision, error) {
+func clusterRevision(ctx context.Context, q sqlstore.QueryRower) (store.Revision, error) {
 	var text string
 	if err := q.QueryRow(ctx, "SELECT cluster_logical_timestamp()::STRING").Scan(&text); err != nil {
 		return 0, sqlstore.Classify(ctx, "cockroachdb: reading the cluster timestamp", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
@@ -48,31 +47,20 @@ var migrations = []migration{{
 	},
 }}
 
-func latestVersion() int { return migrations[len(migrations)-1].version }
+// schemaVersions keeps the database's schema version in latch_migrations.
+var schemaVersions = sqlstore.Migrations{
+	Engine:      "cockroachdb",
+	Latest:      migrations[len(migrations)-1].version,
+	NotMigrated: ErrNotMigrated,
+	CreateTable: `CREATE TABLE IF NOT EXISTS latch_migrations (
+		version INT PRIMARY KEY, name STRING NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+	Apply: apply,
+}
 
 // Migrate brings the database at uri to the latest schema version. It is idempotent.
-func Migrate(ctx context.Context, uri string) error {
-	cfg, err := pgx.ParseConfig(uri)
-	if err != nil {
-		return fmt.Errorf("cockroachdb connection URI is not valid: %w", err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return sqlstore.Classify(ctx, "cockroachdb: connecting to migrate", err)
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS latch_migrations (
-		version INT PRIMARY KEY, name STRING NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
-	if err != nil {
-		return sqlstore.Classify(ctx, "cockroachdb: creating latch_migrations", err)
-	}
-	current, err := currentVersion(ctx, conn)
-	if err != nil {
-		return err
-	}
-	if current > latestVersion() {
-		return fmt.Errorf("cockroachdb: database schema version %d is newer than this latch supports (%d): upgrade latch", current, latestVersion())
-	}
+func Migrate(ctx context.Context, uri string) error { return schemaVersions.Migrate(ctx, uri) }
+
+func apply(ctx context.Context, conn *pgx.Conn, current int) error {
 	for _, m := range migrations[current:] {
 		for _, stmt := range m.statements {
 			if _, err := conn.Exec(ctx, stmt); err != nil {
@@ -82,32 +70,6 @@ func Migrate(ctx context.Context, uri string) error {
 		if _, err := conn.Exec(ctx, "UPSERT INTO latch_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
 			return sqlstore.Classify(ctx, "cockroachdb: recording a migration", err)
 		}
-	}
-	return nil
-}
-
-func currentVersion(ctx context.Context, q queryRower) (int, error) {
-	var v int
-	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM latch_migrations").Scan(&v)
-	if sqlstore.SQLState(err) == "42P01" {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, sqlstore.Classify(ctx, "cockroachdb: reading the schema version", err)
-	}
-	return v, nil
-}
-
-func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
-	v, err := currentVersion(ctx, pool)
-	if err != nil {
-		return err
-	}
-	switch {
-	case v < latestVersion():
-		return fmt.Errorf("%w (the database is at schema version %d; this latch needs %d)", ErrNotMigrated, v, latestVersion())
-	case v > latestVersion():
-		return fmt.Errorf("cockroachdb: database schema version %d is newer than this latch supports (%d): upgrade latch", v, latestVersion())
 	}
 	return nil
 }

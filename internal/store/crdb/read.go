@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,43 +21,11 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func collect(rows pgx.Rows, err error) ([]rel.Relationship, error) {
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rel.Relationship, error) {
-		return sqlstore.ScanRelationship(row)
-	})
-}
-
-// lockedTx serializes statements on a transaction, which is not safe for concurrent
-// use while a Reader must be.
-type lockedTx struct {
-	mu *sync.Mutex
-	tx pgx.Tx
-}
+// lockedTx reads inside a write transaction.
+type lockedTx struct{ sqlstore.LockedTx }
 
 func (q lockedTx) page(ctx context.Context, sql string, args []any) ([]rel.Relationship, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return collect(q.tx.Query(ctx, sql, args...))
-}
-
-func (q lockedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return lockedRow{q: q, ctx: ctx, sql: sql, args: args}
-}
-
-type lockedRow struct {
-	q    lockedTx
-	ctx  context.Context
-	sql  string
-	args []any
-}
-
-func (r lockedRow) Scan(dest ...any) error {
-	r.q.mu.Lock()
-	defer r.q.mu.Unlock()
-	return r.q.tx.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	return q.Page(ctx, sql, args)
 }
 
 // reader reads at one revision: with AS OF SYSTEM TIME on the pool, or at the
@@ -142,7 +109,11 @@ func classify(ctx context.Context, what string, err error) error {
 type poolQuerier struct{ s *Store }
 
 func (q poolQuerier) page(ctx context.Context, sql string, args []any) ([]rel.Relationship, error) {
-	return collect(q.s.reads.Query(ctx, sql, args...))
+	rows, err := q.s.reads.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.CollectRelationships(rows)
 }
 
 func (q poolQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {

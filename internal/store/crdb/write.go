@@ -85,11 +85,11 @@ func (s *Store) tryTx(ctx context.Context, body func(context.Context, *writeTx) 
 	}()
 	w := &writeTx{s: s, tx: tx}
 	// Reading the timestamp first fixes it: the transaction commits at rev or retries.
-	rev, err := clusterRevision(ctx, lockedTx{mu: &w.mu, tx: tx})
+	rev, err := clusterRevision(ctx, lockedTx{sqlstore.LockedTx{Mu: &w.mu, Tx: tx}})
 	if err != nil {
 		return 0, err
 	}
-	w.base = &reader{s: s, q: lockedTx{mu: &w.mu, tx: tx}, rev: rev - 1}
+	w.base = &reader{s: s, q: lockedTx{sqlstore.LockedTx{Mu: &w.mu, Tx: tx}}, rev: rev - 1}
 	if err := body(ctx, w); err != nil {
 		return 0, err
 	}
@@ -104,7 +104,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := sqlstore.CheckUpdates(updates); err != nil {
+	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
 	b, err := sqlstore.SplitUpdates(updates)
@@ -112,7 +112,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 		return 0, err
 	}
 	return s.runTx(ctx, func(ctx context.Context, w *writeTx) error {
-		if err := checkPreconditions(ctx, w.base, preconditions); err != nil {
+		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
 		if validate != nil {
@@ -149,31 +149,12 @@ func (w *writeTx) apply(ctx context.Context, b *sqlstore.Batch) error {
 	return nil
 }
 
-func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
-	for _, p := range preconditions {
-		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
-			return fmt.Errorf("precondition on %s has an unknown operation %d", p.Filter, p.Op)
-		}
-		found := false
-		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
-			if err != nil {
-				return err
-			}
-			found = true
-		}
-		if found != (p.Op == store.MustMatch) {
-			return &store.PreconditionFailedError{Precondition: p}
-		}
-	}
-	return nil
-}
-
 // DeleteByFilter deletes the relationships matching f, at most limit of them.
 func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precondition, f store.Filter, limit int, partial bool) (store.Revision, int, bool, error) {
 	var deleted int
 	var more bool
 	rev, err := s.runTx(ctx, func(ctx context.Context, w *writeTx) error {
-		if err := checkPreconditions(ctx, w.base, preconditions); err != nil {
+		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
 		var keys sqlstore.KeyArrays

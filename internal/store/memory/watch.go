@@ -8,9 +8,6 @@ import (
 	"github.com/latch-authz/latch/internal/store/changefeed"
 )
 
-// watchBatch bounds the revisions one step of a watch reads from the feed.
-const watchBatch = 256
-
 // Watch streams the changes committed after revision after (see store.Watcher).
 //
 // Recent revisions come from an in-memory feed that writers append to under the write
@@ -20,10 +17,7 @@ const watchBatch = 256
 // every record once. Versions of relationships that expired longer ago than the GC
 // window are freed early and so are missing from rebuilt history.
 func (s *Store) Watch(ctx context.Context, after store.Revision, opts store.WatchOptions) iter.Seq2[store.Change, error] {
-	if _, err := s.Reader(ctx, after); err != nil {
-		return func(yield func(store.Change, error) bool) { yield(store.Change{}, err) }
-	}
-	return changefeed.Watch(ctx, s.watchNext, after, opts, 0)
+	return changefeed.WatchFeed(ctx, s.Reader, s.watchNext, after, opts)
 }
 
 // publishLocked appends a committed revision to the feed.
@@ -40,22 +34,14 @@ func (s *Store) watchNext(ctx context.Context, after store.Revision) (changefeed
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	head := store.Revision(s.head)
-	if after > head {
-		return changefeed.Step{}, store.ErrRevisionInFuture
-	}
 	// The feed is appended under the write lock, so the wake channel taken under the
 	// read lock is closed by the next revision.
-	wake := s.feed.Wait()
-	b := s.feed.Read(after, head, watchBatch)
-	if b.Gap == 0 {
-		return changefeed.Step{Changes: b.Changes, Through: b.Through, More: b.Through < head, Wake: wake}, nil
-	}
-	if uint64(after) < s.oldest {
-		return changefeed.Step{}, store.ErrRevisionGone
-	}
-	changes := s.historyLocked(uint64(after), uint64(b.Gap))
-	return changefeed.Step{Changes: changes, Through: b.Gap, More: b.Gap < head, Wake: wake}, nil
+	return s.feed.Step(after, store.Revision(s.head), s.feed.Wait(), func(through store.Revision) ([]store.Change, error) {
+		if uint64(after) < s.oldest {
+			return nil, store.ErrRevisionGone
+		}
+		return s.historyLocked(uint64(after), uint64(through)), nil
+	})
 }
 
 // historyLocked rebuilds the non-empty changes of revisions after+1..through from the

@@ -19,20 +19,11 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := checkUpdates(updates); err != nil {
+	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
-	r, err := s.headReader()
-	if err != nil {
+	if _, err := s.checkedHead(ctx, preconditions, validate); err != nil {
 		return 0, err
-	}
-	if err := checkPreconditions(ctx, r, preconditions); err != nil {
-		return 0, err
-	}
-	if validate != nil {
-		if err := validate(ctx, r); err != nil {
-			return 0, err
-		}
 	}
 	if err := s.checkCreates(updates); err != nil {
 		return 0, err
@@ -67,50 +58,22 @@ func (s *Store) headReader() (*reader, error) {
 	return &reader{s: s, rev: s.head}, nil
 }
 
-// checkUpdates refuses unknown operations, nameless caveats and batches that update
-// one relationship twice.
-func checkUpdates(updates []store.Update) error {
-	var seen map[rel.Key]struct{}
-	if len(updates) > 1 {
-		seen = make(map[rel.Key]struct{}, len(updates))
+// checkedHead returns a reader at the head once the write's preconditions hold there
+// and its validator (nil: none) accepts it. Callers hold writeMu.
+func (s *Store) checkedHead(ctx context.Context, preconditions []store.Precondition, validate store.Validator) (*reader, error) {
+	r, err := s.headReader()
+	if err != nil {
+		return nil, err
 	}
-	for _, u := range updates {
-		if u.Op < store.Create || u.Op > store.Delete {
-			return &store.InvalidUpdateError{Update: u, Reason: "unknown operation"}
-		}
-		if c := u.Relationship.Caveat; c != nil && c.Name == "" && u.Op != store.Delete {
-			return &store.InvalidUpdateError{Update: u, Reason: "caveat has no name"}
-		}
-		if seen == nil {
-			continue
-		}
-		k := u.Relationship.Key()
-		if _, dup := seen[k]; dup {
-			return &store.DuplicateUpdateError{Relationship: u.Relationship}
-		}
-		seen[k] = struct{}{}
+	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
+		return nil, err
 	}
-	return nil
-}
-
-// checkPreconditions evaluates each precondition with reader r.
-func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
-	for _, p := range preconditions {
-		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
-			return errors.New("precondition has an unknown operation")
-		}
-		found := false
-		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
-			if err != nil {
-				return err
-			}
-			found = true
-		}
-		if found != (p.Op == store.MustMatch) {
-			return &store.PreconditionFailedError{Precondition: p}
+	if validate != nil {
+		if err := validate(ctx, r); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return r, nil
 }
 
 // checkCreates fails when a CREATE names a relationship that exists and has not
@@ -203,11 +166,8 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	r, err := s.headReader()
+	r, err := s.checkedHead(ctx, preconditions, nil)
 	if err != nil {
-		return 0, 0, false, err
-	}
-	if err := checkPreconditions(ctx, r, preconditions); err != nil {
 		return 0, 0, false, err
 	}
 	var opts store.QueryOptions
@@ -253,14 +213,8 @@ func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Val
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	r, err := s.headReader()
-	if err != nil {
+	if _, err := s.checkedHead(ctx, nil, validate); err != nil {
 		return 0, err
-	}
-	if validate != nil {
-		if err := validate(ctx, r); err != nil {
-			return 0, err
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

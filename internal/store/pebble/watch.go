@@ -13,9 +13,6 @@ import (
 	"github.com/latch-authz/latch/internal/store/changefeed"
 )
 
-// watchBatch bounds the revisions one step of a watch reads from the feed.
-const watchBatch = 256
-
 // Watch streams the changes committed after revision after (see store.Watcher).
 //
 // Writers append each revision's changes to an in-memory feed as they apply it, and
@@ -27,10 +24,7 @@ const watchBatch = 256
 // Versions of relationships that expired longer ago than the GC window are collected
 // early and so are missing from rebuilt history.
 func (s *Store) Watch(ctx context.Context, after store.Revision, opts store.WatchOptions) iter.Seq2[store.Change, error] {
-	if _, err := s.Reader(ctx, after); err != nil {
-		return func(yield func(store.Change, error) bool) { yield(store.Change{}, err) }
-	}
-	return changefeed.Watch(ctx, s.watchNext, after, opts, 0)
+	return changefeed.WatchFeed(ctx, s.Reader, s.watchNext, after, opts)
 }
 
 // watchChange is the change a committed tx made.
@@ -57,19 +51,9 @@ func (s *Store) watchNext(ctx context.Context, after store.Revision) (changefeed
 		return changefeed.Step{}, err
 	}
 	wake := s.feed.Wait() // before reading the head, so a later commit closes it
-	head := store.Revision(s.head.Load())
-	if after > head {
-		return changefeed.Step{}, store.ErrRevisionInFuture
-	}
-	b := s.feed.Read(after, head, watchBatch)
-	if b.Gap == 0 {
-		return changefeed.Step{Changes: b.Changes, Through: b.Through, More: b.Through < head, Wake: wake}, nil
-	}
-	changes, err := s.history(ctx, uint64(after), uint64(b.Gap))
-	if err != nil {
-		return changefeed.Step{}, err
-	}
-	return changefeed.Step{Changes: changes, Through: b.Gap, More: b.Gap < head, Wake: wake}, nil
+	return s.feed.Step(after, store.Revision(s.head.Load()), wake, func(through store.Revision) ([]store.Change, error) {
+		return s.history(ctx, uint64(after), uint64(through))
+	})
 }
 
 // history rebuilds the non-empty changes of revisions after+1..through from the

@@ -3,7 +3,6 @@ package pebble
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -115,7 +114,7 @@ func (s *Store) applyWrite(ctx context.Context, preconditions []store.Preconditi
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	r := &reader{s: s, rev: s.applied}
-	if err := checkPreconditions(ctx, r, preconditions); err != nil {
+	if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
 		return 0, err
 	}
 	if validate != nil {
@@ -152,55 +151,28 @@ func (s *Store) publish(rev uint64) {
 // checkUpdates refuses unknown operations, nameless caveats, names with NUL bytes and
 // batches that update one relationship twice.
 func checkUpdates(updates []store.Update) error {
-	var seen map[rel.Key]struct{}
-	if len(updates) > 1 {
-		seen = make(map[rel.Key]struct{}, len(updates))
+	if err := store.CheckUpdates(updates); err != nil {
+		return err
 	}
 	for _, u := range updates {
-		if err := checkUpdate(u); err != nil {
+		if err := checkKeyBytes(u); err != nil {
 			return err
 		}
-		if seen == nil {
-			continue
-		}
-		k := u.Relationship.Key()
-		if _, dup := seen[k]; dup {
-			return &store.DuplicateUpdateError{Relationship: u.Relationship}
-		}
-		seen[k] = struct{}{}
 	}
 	return nil
 }
 
 func checkUpdate(u store.Update) error {
-	if u.Op < store.Create || u.Op > store.Delete {
-		return &store.InvalidUpdateError{Update: u, Reason: "unknown operation"}
+	if err := store.CheckUpdate(u); err != nil {
+		return err
 	}
-	if c := u.Relationship.Caveat; c != nil && c.Name == "" && u.Op != store.Delete {
-		return &store.InvalidUpdateError{Update: u, Reason: "caveat has no name"}
-	}
-	if ks := keyStrings(u.Relationship.Key()); hasNUL(ks[:]...) {
-		return &store.InvalidUpdateError{Update: u, Reason: "a type, id or relation contains a NUL byte"}
-	}
-	return nil
+	return checkKeyBytes(u)
 }
 
-// checkPreconditions evaluates each precondition with reader r.
-func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
-	for _, p := range preconditions {
-		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
-			return errors.New("precondition has an unknown operation")
-		}
-		found := false
-		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
-			if err != nil {
-				return err
-			}
-			found = true
-		}
-		if found != (p.Op == store.MustMatch) {
-			return &store.PreconditionFailedError{Precondition: p}
-		}
+// checkKeyBytes refuses NUL bytes, which separate the parts of a key.
+func checkKeyBytes(u store.Update) error {
+	if ks := keyStrings(u.Relationship.Key()); hasNUL(ks[:]...) {
+		return &store.InvalidUpdateError{Update: u, Reason: "a type, id or relation contains a NUL byte"}
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
@@ -82,41 +81,35 @@ INSERT INTO latch_transactions (rev, xid, snapshot, committed_at)
 	sql: `CREATE INDEX latch_relationships_created ON latch_relationships (created_xid);`,
 }}
 
-// latestVersion is the schema version this code reads and writes.
-func latestVersion() int { return migrations[len(migrations)-1].version }
-
 // migrateLock is the advisory lock key that serializes concurrent migrators.
 const migrateLock = 7_310_559_133_021
+
+// schemaVersions keeps the database's schema version in latch_migrations.
+var schemaVersions = sqlstore.Migrations{
+	Engine:      "postgres",
+	Latest:      migrations[len(migrations)-1].version,
+	NotMigrated: ErrNotMigrated,
+	CreateTable: `CREATE TABLE IF NOT EXISTS latch_migrations (
+		version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+	Lock:  lockMigrations,
+	Apply: applyAll,
+}
 
 // Migrate brings the database at uri to the latest schema version, applying each
 // missing step in its own transaction and recording it in latch_migrations. Running it
 // again is a no-op; concurrent runs wait for each other.
-func Migrate(ctx context.Context, uri string) error {
-	cfg, err := pgx.ParseConfig(uri)
-	if err != nil {
-		return fmt.Errorf("postgres connection URI is not valid: %w", err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return sqlstore.Classify(ctx, "postgres: connecting to migrate", err)
-	}
-	defer conn.Close(context.Background())
+func Migrate(ctx context.Context, uri string) error { return schemaVersions.Migrate(ctx, uri) }
+
+func lockMigrations(ctx context.Context, conn *pgx.Conn) (func(), error) {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrateLock)); err != nil {
-		return sqlstore.Classify(ctx, "postgres: taking the migration lock", err)
+		return nil, sqlstore.Classify(ctx, "postgres: taking the migration lock", err)
 	}
-	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", int64(migrateLock)) //nolint:errcheck // the lock ends with the session anyway
-	_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS latch_migrations (
-		version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	if err != nil {
-		return sqlstore.Classify(ctx, "postgres: creating latch_migrations", err)
-	}
-	current, err := currentVersion(ctx, conn)
-	if err != nil {
-		return err
-	}
-	if current > latestVersion() {
-		return fmt.Errorf("postgres: database schema version %d is newer than this latch supports (%d): upgrade latch", current, latestVersion())
-	}
+	return func() {
+		conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", int64(migrateLock)) //nolint:errcheck // the lock ends with the session anyway
+	}, nil
+}
+
+func applyAll(ctx context.Context, conn *pgx.Conn, current int) error {
 	for _, m := range migrations {
 		if m.version <= current {
 			continue
@@ -138,38 +131,6 @@ func apply(ctx context.Context, conn *pgx.Conn, m migration) error {
 	})
 	if err != nil {
 		return sqlstore.Classify(ctx, fmt.Sprintf("postgres: migration %d (%s)", m.version, m.name), err)
-	}
-	return nil
-}
-
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// currentVersion is the highest applied migration, 0 when none is.
-func currentVersion(ctx context.Context, q queryRower) (int, error) {
-	var v int
-	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM latch_migrations").Scan(&v)
-	if sqlstore.SQLState(err) == "42P01" { // undefined_table: never migrated
-		return 0, nil
-	}
-	if err != nil {
-		return 0, sqlstore.Classify(ctx, "postgres: reading the schema version", err)
-	}
-	return v, nil
-}
-
-// checkVersion refuses a database that is not at exactly the latest version.
-func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
-	v, err := currentVersion(ctx, pool)
-	if err != nil {
-		return err
-	}
-	switch {
-	case v < latestVersion():
-		return fmt.Errorf("%w (the database is at schema version %d; this latch needs %d)", ErrNotMigrated, v, latestVersion())
-	case v > latestVersion():
-		return fmt.Errorf("postgres: database schema version %d is newer than this latch supports (%d): upgrade latch", v, latestVersion())
 	}
 	return nil
 }

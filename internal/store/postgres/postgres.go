@@ -138,11 +138,11 @@ var _ store.Store = (*Store)(nil)
 // checks that it has been migrated to this version's schema.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts.setDefaults()
-	reads, err := newPool(uri, opts.ReadConns, opts.ConnectTimeout, "latch-read")
+	reads, err := sqlstore.NewPool("postgres", uri, opts.ReadConns, opts.ConnectTimeout, "latch-read")
 	if err != nil {
 		return nil, err
 	}
-	writes, err := newPool(uri, opts.WriteConns, opts.ConnectTimeout, "latch-write")
+	writes, err := sqlstore.NewPool("postgres", uri, opts.WriteConns, opts.ConnectTimeout, "latch-write")
 	if err != nil {
 		reads.Close()
 		return nil, err
@@ -152,14 +152,14 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, u := range opts.ReplicaURIs {
-		pool, err := newPool(u, opts.ReadConns, opts.ConnectTimeout, "latch-replica")
+		pool, err := sqlstore.NewPool("postgres", u, opts.ReadConns, opts.ConnectTimeout, "latch-replica")
 		if err != nil {
 			s.closePools()
 			return nil, fmt.Errorf("read replica: %w", err)
 		}
 		s.replicas = append(s.replicas, &replica{pool: pool})
 	}
-	if err := checkVersion(ctx, writes); err != nil {
+	if err := schemaVersions.Check(ctx, writes); err != nil {
 		s.closePools()
 		return nil, err
 	}
@@ -170,25 +170,6 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		close(s.done)
 	}
 	return s, nil
-}
-
-func newPool(uri string, size int32, connectTimeout time.Duration, name string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(uri)
-	if err != nil {
-		return nil, fmt.Errorf("postgres connection URI is not valid: %w", err)
-	}
-	cfg.MaxConns = size
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = connectTimeout
-	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = name
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres connection pool: %w", err)
-	}
-	return pool, nil
 }
 
 // Close stops the collector and closes the connection pools.

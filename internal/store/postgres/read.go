@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,7 +20,7 @@ type querier interface {
 	// page runs a query of relationships. When retainedRev is not zero it also checks,
 	// after the query, that the revision's transaction row still exists.
 	page(ctx context.Context, sql string, args []any, retainedRev store.Revision) ([]rel.Relationship, error)
-	queryRower
+	sqlstore.QueryRower
 }
 
 type poolQuerier struct{ pool *pgxpool.Pool }
@@ -36,7 +35,7 @@ func (q poolQuerier) page(ctx context.Context, sql string, args []any, retainedR
 		if err != nil {
 			return nil, err
 		}
-		return collect(rows)
+		return sqlstore.CollectRelationships(rows)
 	}
 	// The retention check runs after the page in the same round trip: if the revision
 	// is still retained then, the collector had not started deleting its rows when
@@ -50,7 +49,7 @@ func (q poolQuerier) page(ctx context.Context, sql string, args []any, retainedR
 	if err != nil {
 		return nil, err
 	}
-	out, err := collect(rows)
+	out, err := sqlstore.CollectRelationships(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -64,52 +63,11 @@ func (q poolQuerier) page(ctx context.Context, sql string, args []any, retainedR
 	return out, nil
 }
 
-// txQuerier serializes a transaction's statements: a pgx.Tx is not safe for
-// concurrent use but a Reader must be.
-type txQuerier struct {
-	mu *sync.Mutex
-	tx pgx.Tx
-}
-
-func (q txQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return lockedRow{q: q, ctx: ctx, sql: sql, args: args}
-}
-
-// lockedRow runs its statement when scanned, holding the transaction's mutex.
-type lockedRow struct {
-	q    txQuerier
-	ctx  context.Context
-	sql  string
-	args []any
-}
-
-func (r lockedRow) Scan(dest ...any) error {
-	r.q.mu.Lock()
-	defer r.q.mu.Unlock()
-	return r.q.tx.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
-}
+// txQuerier reads inside a write transaction.
+type txQuerier struct{ sqlstore.LockedTx }
 
 func (q txQuerier) page(ctx context.Context, sql string, args []any, _ store.Revision) ([]rel.Relationship, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	rows, err := q.tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows)
-}
-
-func collect(rows pgx.Rows) ([]rel.Relationship, error) {
-	defer rows.Close()
-	var out []rel.Relationship
-	for rows.Next() {
-		r, err := sqlstore.ScanRelationship(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return q.Page(ctx, sql, args)
 }
 
 // reader reads at one revision.

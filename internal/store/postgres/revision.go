@@ -65,7 +65,7 @@ func (c *snapshotCache) put(rev store.Revision, s snapshot) {
 // snapshotAt returns rev's snapshot, reading it with q when it is not cached. It fails
 // with ErrRevisionInFuture past the head and ErrRevisionGone below the oldest retained
 // revision.
-func (s *Store) snapshotAt(ctx context.Context, q queryRower, rev store.Revision) (snapshot, error) {
+func (s *Store) snapshotAt(ctx context.Context, q sqlstore.QueryRower, rev store.Revision) (snapshot, error) {
 	if rev < store.Revision(s.oldest.Load()) || rev == 0 {
 		return snapshot{}, fmt.Errorf("postgres: revision %d: %w", rev, store.ErrRevisionGone)
 	}

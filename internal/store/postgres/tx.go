@@ -51,7 +51,7 @@ func (w *writeTx) exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	return w.tx.Exec(ctx, sql, args...)
 }
 
-func (w *writeTx) querier() txQuerier { return txQuerier{mu: &w.mu, tx: w.tx} }
+func (w *writeTx) querier() txQuerier { return txQuerier{sqlstore.LockedTx{Mu: &w.mu, Tx: w.tx}} }
 
 // readerAt returns a reader at rev that runs inside the transaction.
 func (w *writeTx) readerAt(ctx context.Context, rev store.Revision) (*reader, error) {

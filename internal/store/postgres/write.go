@@ -40,7 +40,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := sqlstore.CheckUpdates(updates); err != nil {
+	if err := store.CheckUpdates(updates); err != nil {
 		return 0, err
 	}
 	batch, err := sqlstore.SplitUpdates(updates)
@@ -48,7 +48,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 		return 0, err
 	}
 	check := func(ctx context.Context, r store.Reader) error {
-		if err := checkPreconditions(ctx, r, preconditions); err != nil {
+		if err := store.CheckPreconditions(ctx, r, preconditions); err != nil {
 			return err
 		}
 		if validate != nil {
@@ -112,33 +112,13 @@ func (w *writeTx) refuseLive(ctx context.Context, b *sqlstore.Batch, now any) er
 	return &store.AlreadyExistsError{Relationship: b.Creates[k]}
 }
 
-// checkPreconditions evaluates each precondition with r.
-func checkPreconditions(ctx context.Context, r store.Reader, preconditions []store.Precondition) error {
-	for _, p := range preconditions {
-		if p.Op != store.MustMatch && p.Op != store.MustNotMatch {
-			return fmt.Errorf("precondition on %s has an unknown operation %d", p.Filter, p.Op)
-		}
-		found := false
-		for _, err := range r.Query(ctx, p.Filter, store.QueryOptions{Limit: 1}) {
-			if err != nil {
-				return err
-			}
-			found = true
-		}
-		if found != (p.Op == store.MustMatch) {
-			return &store.PreconditionFailedError{Precondition: p}
-		}
-	}
-	return nil
-}
-
 // DeleteByFilter deletes the relationships matching f at the head, in key order, at
 // most limit of them (0: all).
 func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precondition, f store.Filter, limit int, partial bool) (store.Revision, int, bool, error) {
 	var deleted int
 	var more bool
 	rev, err := s.runTx(ctx, lockFirst, func(ctx context.Context, w *writeTx) error {
-		if err := checkPreconditions(ctx, w.base, preconditions); err != nil {
+		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
 		var err error

@@ -1,8 +1,10 @@
 // Package sqlstore is the SQL layer shared by the PostgreSQL and CockroachDB stores:
 // it turns a store.Filter into an indexed WHERE clause with numbered parameters, pages
 // through results in key order with keyset cursors, encodes caveats and expirations
-// into columns and back, checks update batches before they reach the database, and
-// classifies driver errors (retryable conflicts, an unreachable server).
+// into columns and back, checks update batches before they reach the database,
+// classifies driver errors (retryable conflicts, an unreachable server), opens
+// connection pools, serializes a write transaction's reads, and keeps the schema
+// version in latch_migrations (Migrations).
 //
 // Both dialects store relationships in one table whose key columns use the "C"
 // collation, so that the database's ORDER BY agrees with store.CompareKeys (bytewise).

@@ -94,27 +94,12 @@ func TestSelectBuild(t *testing.T) {
 	}
 }
 
-func TestCheckUpdates(t *testing.T) {
+func TestSplitUpdates(t *testing.T) {
 	r := rel.Relationship{
 		Resource: rel.ObjectRef{Type: "doc", ID: "a"}, Relation: "viewer",
 		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
 	}
-	nameless := r
-	nameless.Caveat = &rel.Caveat{}
 	var invalid *store.InvalidUpdateError
-	var dup *store.DuplicateUpdateError
-	if err := CheckUpdates([]store.Update{{Op: 9, Relationship: r}}); !errors.As(err, &invalid) {
-		t.Fatalf("unknown op: %v", err)
-	}
-	if err := CheckUpdates([]store.Update{{Op: store.Touch, Relationship: nameless}}); !errors.As(err, &invalid) {
-		t.Fatalf("nameless caveat: %v", err)
-	}
-	if err := CheckUpdates([]store.Update{{Op: store.Delete, Relationship: nameless}}); err != nil {
-		t.Fatalf("delete ignores the caveat: %v", err)
-	}
-	if err := CheckUpdates([]store.Update{{Op: store.Touch, Relationship: r}, {Op: store.Delete, Relationship: r}}); !errors.As(err, &dup) {
-		t.Fatalf("duplicate: %v", err)
-	}
 	b, err := SplitUpdates([]store.Update{{Op: store.Create, Relationship: r}})
 	if err != nil || b.EndsExpired.Len() != 1 || b.Ends.Len() != 0 || b.Inserts.Len() != 1 {
 		t.Fatalf("split of one create: %+v, %v", b, err)

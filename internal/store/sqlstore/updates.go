@@ -8,26 +8,6 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// CheckUpdates refuses unknown operations, nameless caveats and batches that update
-// one relationship twice, before anything is sent to the database.
-func CheckUpdates(updates []store.Update) error {
-	seen := make(map[rel.Key]struct{}, len(updates))
-	for _, u := range updates {
-		if u.Op < store.Create || u.Op > store.Delete {
-			return &store.InvalidUpdateError{Update: u, Reason: "unknown operation"}
-		}
-		if c := u.Relationship.Caveat; c != nil && c.Name == "" && u.Op != store.Delete {
-			return &store.InvalidUpdateError{Update: u, Reason: "caveat has no name"}
-		}
-		k := u.Relationship.Key()
-		if _, dup := seen[k]; dup {
-			return &store.DuplicateUpdateError{Relationship: u.Relationship}
-		}
-		seen[k] = struct{}{}
-	}
-	return nil
-}
-
 // Batch is a checked write batch split by what each update does to the table.
 type Batch struct {
 	// Ends are the keys whose current row is ended: deletes and touches.

@@ -1,4 +1,8 @@
-package server
+// Package revision picks the store revision that reads which ask for no particular
+// freshness (SpiceDB's minimize_latency) run at: Quantizer cuts time into windows and
+// serves one revision per window, so that their subproblems share cache entries and
+// the store's head is read once per window rather than once per request.
+package revision
 
 import (
 	"context"
@@ -12,7 +16,7 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// quantizer picks the revision minimize_latency reads run at. Time is cut into windows;
+// Quantizer picks the revision minimize_latency reads run at. Time is cut into windows;
 // every read in a window uses the revision that was the head when the window was first
 // asked for, so their subproblems share cache entries, and the head is fetched once per
 // window (singleflight) instead of once per request. Each request moves its clock back
@@ -27,7 +31,7 @@ import (
 // was idle then, or the window was forgotten) reads the newest remembered window's
 // revision, which is fresher than that window's would have been; only when the history
 // has nothing as new does it fetch the head, once per window.
-type quantizer struct {
+type Quantizer struct {
 	window       time.Duration // <= 0: no quantization, read the head
 	maxStaleness time.Duration
 	head         func(context.Context) (store.Revision, error)
@@ -44,15 +48,19 @@ type windowRev struct {
 	seen   bool // false: an empty history entry (revision 0 is a valid head)
 }
 
-func newQuantizer(window time.Duration, stalenessPercent int, head func(context.Context) (store.Revision, error)) *quantizer {
-	q := &quantizer{window: window, head: head, now: time.Now}
+// NewQuantizer returns a quantizer of windows of the given length (<= 0: every read
+// reads the head) whose reads may be up to stalenessPercent of a window older than the
+// window's start; head reads the store's newest revision.
+func NewQuantizer(window time.Duration, stalenessPercent int, head func(context.Context) (store.Revision, error)) *Quantizer {
+	q := &Quantizer{window: window, head: head, now: time.Now}
 	if stalenessPercent > 0 {
 		q.maxStaleness = window * time.Duration(stalenessPercent) / 100
 	}
 	return q
 }
 
-func (q *quantizer) revision(ctx context.Context) (store.Revision, error) {
+// Revision is the revision a read at the present moment runs at.
+func (q *Quantizer) Revision(ctx context.Context) (store.Revision, error) {
 	if q.window <= 0 {
 		return q.head(ctx)
 	}
@@ -79,7 +87,7 @@ func (q *quantizer) revision(ctx context.Context) (store.Revision, error) {
 
 // known returns the revision remembered for window w, or for the newest remembered
 // window when w is older than it.
-func (q *quantizer) known(w int64) (store.Revision, bool) {
+func (q *Quantizer) known(w int64) (store.Revision, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.slots {
@@ -94,7 +102,7 @@ func (q *quantizer) known(w int64) (store.Revision, bool) {
 }
 
 // remember keeps the head seen for window w if w is one of the two newest windows.
-func (q *quantizer) remember(w int64, rev store.Revision) {
+func (q *Quantizer) remember(w int64, rev store.Revision) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {

@@ -1,4 +1,4 @@
-package server
+package gcpace
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package permify
+package permdata
 
 import (
 	"encoding/json"
@@ -23,11 +23,11 @@ var shortKeys = map[string][]string{
 	"integer[]": {"integers", "integer_array", "integer"}, "double[]": {"doubles", "double_array", "double"},
 }
 
-// parseValue turns a wire attribute value into the JSON-native value stored in caveat
+// ParseValue turns a wire attribute value into the JSON-native value stored in caveat
 // context (bool, string, float64, or []any of them) for an attribute of type typ. It
 // accepts the canonical Any form ({"@type": ..., "data": v}), the short form
 // ({"boolean": true}) and a bare JSON value.
-func parseValue(raw json.RawMessage, typ string) (any, error) {
+func ParseValue(raw json.RawMessage, typ string) (any, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil || v == nil {
 		return nil, fmt.Errorf("the value is missing or not JSON")
@@ -156,8 +156,8 @@ func zeroValue(typ string) any {
 	return 0.0
 }
 
-// valueJSON renders a stored value in the canonical Any form.
-func valueJSON(v any, typ string) map[string]any {
+// ValueJSON renders a stored value in the canonical Any form.
+func ValueJSON(v any, typ string) map[string]any {
 	if typ == "integer" {
 		if f, ok := v.(float64); ok {
 			v = int64(f)

@@ -1,4 +1,8 @@
-package server
+// Package schemachange holds the rule for replacing a schema over stored data: a new
+// schema may not orphan a stored relationship, that is remove its relation or
+// definition, or stop allowing the subject type, caveat, wildcard or expiration it was
+// written with. SpiceDB enforces the same rule in WriteSchema.
+package schemachange
 
 import (
 	"context"
@@ -9,12 +13,22 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// checkSchemaChange refuses a new schema under which stored relationships would be
+// Error refuses a schema that would leave stored relationships unreadable. Details
+// name the definition, relation, subject type and an example relationship, for the
+// API's error metadata.
+type Error struct {
+	Msg     string
+	Details map[string]string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Check refuses a new schema under which stored relationships would be
 // orphaned: their relation (or definition) removed, or the subject type, caveat,
 // wildcard or expiration trait they were written with no longer allowed. Each
 // question is one filtered store query that stops at its first example, and only
 // relations that changed are asked about.
-func checkSchemaChange(ctx context.Context, r store.Reader, old, next *ir.Schema) error {
+func Check(ctx context.Context, r store.Reader, old, next *ir.Schema) error {
 	for _, od := range old.Definitions {
 		nd := next.Definition(od.Name)
 		for _, or := range od.Relations {
@@ -50,10 +64,10 @@ func checkRelationChange(ctx context.Context, r store.Reader, od *ir.Definition,
 			return err
 		}
 		if ex != nil {
-			return &schemaChangeError{
-				msg: fmt.Sprintf("cannot remove allowed type `%s` from relation `%s` in definition `%s`: relationship `%s` uses it; delete such relationships first",
+			return &Error{
+				Msg: fmt.Sprintf("cannot remove allowed type `%s` from relation `%s` in definition `%s`: relationship `%s` uses it; delete such relationships first",
 					a.String(), or.Name, od.Name, rel.String(*ex)),
-				meta: map[string]string{"operation": "remove_allowed_type", "resource_type": od.Name, "relation": or.Name, "allowed_type": a.String(), "relationship": rel.String(*ex)},
+				Details: map[string]string{"operation": "remove_allowed_type", "resource_type": od.Name, "relation": or.Name, "allowed_type": a.String(), "relationship": rel.String(*ex)},
 			}
 		}
 	}
@@ -74,7 +88,7 @@ func removedRelationError(od *ir.Definition, or *ir.Relation, nd *ir.Definition,
 	default:
 		msg = fmt.Sprintf("cannot remove relation `%s` from definition `%s`: relationship `%s` exists under it; delete such relationships first", or.Name, od.Name, rel.String(ex))
 	}
-	return &schemaChangeError{msg: msg, meta: meta}
+	return &Error{Msg: msg, Details: meta}
 }
 
 // firstMatch returns the first relationship matching f (and keep, when not nil), or nil.

@@ -1,4 +1,6 @@
-package server
+// Package gcpace tunes the Go garbage collector of a latch server process: a large,
+// fixed, pointer-free cache should not count towards the headroom GOGC grants.
+package gcpace
 
 import (
 	"context"
@@ -13,20 +15,20 @@ import (
 // it collections become frequent enough to cost real CPU under load.
 const minGCHeadroom = 16 << 20
 
-// gcPaceInterval is how often PaceGC looks at the live heap.
-const gcPaceInterval = time.Second
+// interval is how often Run looks at the live heap.
+const interval = time.Second
 
-// PaceGC keeps the garbage collector's headroom proportional to the heap that changes,
+// Run keeps the garbage collector's headroom proportional to the heap that changes,
 // until ctx is done. Go lets the heap grow by GOGC percent (100 unless set) of all the
 // live heap before collecting, the dispatch cache included; that cache is one fixed,
 // pointer-free block that never becomes garbage, so counting it would let a 64 MiB cache
-// add another 64 MiB of garbage to the process's memory. PaceGC sets the GC percent so
+// add another 64 MiB of garbage to the process's memory. Run sets the GC percent so
 // that the headroom is GOGC percent of the live heap other than fixed bytes, and at
 // least minGCHeadroom. With GOGC=off it does nothing.
 //
 // It changes a process-wide setting, so only the process's owner (the serve command)
 // calls it, once.
-func PaceGC(ctx context.Context, fixed int64) {
+func Run(ctx context.Context, fixed int64) {
 	base := 100
 	if v := os.Getenv("GOGC"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -36,7 +38,7 @@ func PaceGC(ctx context.Context, fixed int64) {
 		base = n
 	}
 	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	t := time.NewTicker(gcPaceInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	current := -1
 	for {

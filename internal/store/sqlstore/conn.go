@@ -1,0 +1,86 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// NewPool opens a pool of at most size connections to uri. connectTimeout bounds
+// establishing one connection, so that an unreachable server is reported promptly,
+// unless the URI sets connect_timeout itself; appName, when not empty, is the
+// application_name the server shows for the pool's sessions, unless the URI sets one.
+func NewPool(engine, uri string, size int32, connectTimeout time.Duration, appName string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(uri)
+	if err != nil {
+		return nil, fmt.Errorf("%s connection URI is not valid: %w", engine, err)
+	}
+	cfg.MaxConns = size
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok && appName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s connection pool: %w", engine, err)
+	}
+	return pool, nil
+}
+
+// LockedTx serializes the statements of a write transaction: a pgx.Tx is not safe for
+// concurrent use, but the store.Reader a validator reads through must be.
+type LockedTx struct {
+	Mu *sync.Mutex
+	Tx pgx.Tx
+}
+
+// Page runs a query of SelectColumns and reads all its rows.
+func (q LockedTx) Page(ctx context.Context, sql string, args []any) ([]rel.Relationship, error) {
+	q.Mu.Lock()
+	defer q.Mu.Unlock()
+	rows, err := q.Tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return CollectRelationships(rows)
+}
+
+// QueryRow returns a row whose statement runs, holding the mutex, when it is scanned.
+func (q LockedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return lockedRow{q: q, ctx: ctx, sql: sql, args: args}
+}
+
+type lockedRow struct {
+	q    LockedTx
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r lockedRow) Scan(dest ...any) error {
+	r.q.Mu.Lock()
+	defer r.q.Mu.Unlock()
+	return r.q.Tx.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+}
+
+// CollectRelationships reads every row of SelectColumns from rows and closes them.
+func CollectRelationships(rows pgx.Rows) ([]rel.Relationship, error) {
+	defer rows.Close()
+	var out []rel.Relationship
+	for rows.Next() {
+		r, err := ScanRelationship(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
