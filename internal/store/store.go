@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -153,6 +154,38 @@ type Store interface {
 }
 
 // ErrUnavailable: the datastore's server cannot be reached right now (it is down,
-// restarting or refusing connections). Nothing is known to have been written; the
-// request may be retried once the server is back, and the store reconnects on its own.
+// restarting or refusing connections). Nothing was written, or the write is one that
+// may be repeated safely (see Idempotent); the request may be retried once the server
+// is back, and the store reconnects on its own.
 var ErrUnavailable = errors.New("datastore is unavailable")
+
+// ErrCommitUnknown: a write that is not safe to repeat reached its commit, the
+// connection was lost there, and the datastore could not be asked afterwards whether
+// the commit took effect. The write may have been applied: read before retrying it.
+var ErrCommitUnknown = errors.New("the datastore did not confirm whether the write was applied; read before retrying it")
+
+// Idempotent reports whether applying a write twice leaves the same state as applying
+// it once, so that a write whose outcome is unknown may simply be sent again: touches
+// and deletes without preconditions. A create fails the second time, and a
+// precondition may no longer hold after the first.
+func Idempotent(preconditions []Precondition, updates []Update) bool {
+	if len(preconditions) > 0 {
+		return false
+	}
+	for _, u := range updates {
+		if u.Op == Create {
+			return false
+		}
+	}
+	return true
+}
+
+// OutcomeUnknown is the error for a write whose commit outcome could not be learned:
+// ErrUnavailable for an idempotent write, which the client may repeat, and
+// ErrCommitUnknown for any other, which it must not repeat blindly.
+func OutcomeUnknown(idempotent bool, cause error) error {
+	if idempotent {
+		return fmt.Errorf("%w: the write may have been applied, and repeating it is safe: %v", ErrUnavailable, cause)
+	}
+	return fmt.Errorf("%w: %v", ErrCommitUnknown, cause)
+}

@@ -37,6 +37,7 @@ var domainErrors = map[string]error{
 	"store.ErrInvalidCursor":        store.ErrInvalidCursor,
 	"store.ErrTooManyToDelete":      store.ErrTooManyToDelete,
 	"store.ErrUnavailable":          store.ErrUnavailable,
+	"store.ErrCommitUnknown":        store.ErrCommitUnknown,
 	"store.ErrWatchLagging":         store.ErrWatchLagging,
 	"store.AlreadyExistsError":      &store.AlreadyExistsError{},
 	"store.PreconditionFailedError": &store.PreconditionFailedError{},
@@ -160,6 +161,8 @@ func TestClassify(t *testing.T) {
 		permCode codes.Code
 	}{
 		{fmt.Errorf("query: %w", store.ErrUnavailable), codes.Unavailable, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, nil, "", 0},
+		{store.OutcomeUnknown(true, errors.New("conn closed")), codes.Unavailable, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, nil, "", 0},
+		{store.OutcomeUnknown(false, fmt.Errorf("commit: %w", store.ErrUnavailable)), codes.Unknown, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, nil, "", 0},
 		{engine.ErrMaxDepth, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED, nil, "ERROR_CODE_DEPTH_NOT_ENOUGH", codes.InvalidArgument},
 		{engine.ErrWildcardSubject, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_WILDCARD_NOT_ALLOWED, []string{"field"}, "", 0},
 		{&ir.UnknownDefinitionError{Name: "x"}, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION, []string{"definition_name"}, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND", codes.NotFound},

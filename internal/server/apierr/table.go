@@ -126,7 +126,12 @@ var domain = []Rule{
 	{codes.OutOfRange, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, permifyInvalid, Is(store.ErrRevisionInFuture)},
 	// A watcher that does not read fast enough is cut off; SpiceDB uses this code too.
 	{codes.ResourceExhausted, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrWatchLagging)},
-	// An outage: nothing is known to have been written, and the request may be retried.
+	// A commit whose outcome was lost with its connection, for a write that is not
+	// safe to repeat: UNKNOWN, which clients do not retry on their own, unlike
+	// UNAVAILABLE.
+	{codes.Unknown, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrCommitUnknown)},
+	// An outage: nothing was written (or the write may be repeated safely), and the
+	// request may be retried.
 	{codes.Unavailable, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrUnavailable)},
 
 	// Schema changes that would orphan stored relationships: SpiceDB answers

@@ -52,13 +52,14 @@ func (w *writeTx) exec(ctx context.Context, sql string, args ...any) (int64, err
 }
 
 // runTx runs body in a SERIALIZABLE transaction committed at the revision it returns,
-// running it again on retry errors (SQLSTATE 40001).
-func (s *Store) runTx(ctx context.Context, body func(context.Context, *writeTx) error) (store.Revision, error) {
+// running it again on retry errors (SQLSTATE 40001). idempotent says whether the write
+// may be repeated safely should its commit's outcome stay unknown (store.Idempotent).
+func (s *Store) runTx(ctx context.Context, idempotent bool, body func(context.Context, *writeTx) error) (store.Revision, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	for attempt := 1; ; attempt++ {
-		rev, err := s.tryTx(ctx, body)
+		rev, err := s.tryTx(ctx, idempotent, body)
 		if err == nil || attempt == maxAttempts || !sqlstore.Retryable(err) {
 			if err == nil {
 				s.sawHead(rev)
@@ -73,7 +74,7 @@ func (s *Store) runTx(ctx context.Context, body func(context.Context, *writeTx) 
 	}
 }
 
-func (s *Store) tryTx(ctx context.Context, body func(context.Context, *writeTx) error) (store.Revision, error) {
+func (s *Store) tryTx(ctx context.Context, idempotent bool, body func(context.Context, *writeTx) error) (store.Revision, error) {
 	tx, err := s.writes.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		return 0, sqlstore.Classify(ctx, "cockroachdb: beginning a write", err)
@@ -94,9 +95,22 @@ func (s *Store) tryTx(ctx context.Context, body func(context.Context, *writeTx) 
 		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, sqlstore.Classify(ctx, "cockroachdb: committing", err)
+		return 0, commitError(ctx, idempotent, err)
 	}
 	return rev, nil
+}
+
+// commitError classifies a failed COMMIT. CockroachDB reports a commit whose outcome
+// it does not know (the node coordinating it went away) as an ambiguous result,
+// SQLSTATE 40003; a connection lost at the commit leaves the outcome as unknown.
+// Neither can be looked up afterwards, so store.OutcomeUnknown says whether the write
+// may be repeated; any other failure wrote nothing.
+func commitError(ctx context.Context, idempotent bool, err error) error {
+	classified := sqlstore.Classify(ctx, "cockroachdb: committing", err)
+	if sqlstore.SQLState(err) == "40003" || errors.Is(classified, store.ErrUnavailable) {
+		return store.OutcomeUnknown(idempotent, classified)
+	}
+	return classified
 }
 
 // Write applies updates atomically as one new revision.
@@ -111,7 +125,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 	if err != nil {
 		return 0, err
 	}
-	return s.runTx(ctx, func(ctx context.Context, w *writeTx) error {
+	return s.runTx(ctx, store.Idempotent(preconditions, updates), func(ctx context.Context, w *writeTx) error {
 		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
@@ -153,7 +167,10 @@ func (w *writeTx) apply(ctx context.Context, b *sqlstore.Batch) error {
 func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precondition, f store.Filter, limit int, partial bool) (store.Revision, int, bool, error) {
 	var deleted int
 	var more bool
-	rev, err := s.runTx(ctx, func(ctx context.Context, w *writeTx) error {
+	// Repeated, a delete of every match changes nothing more; one cut short by its
+	// limit deletes the next ones.
+	idempotent := len(preconditions) == 0 && (!partial || limit == 0)
+	rev, err := s.runTx(ctx, idempotent, func(ctx context.Context, w *writeTx) error {
 		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
@@ -190,7 +207,7 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 
 // WriteSchema stores text as the schema from a new revision on.
 func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Validator) (store.Revision, error) {
-	return s.runTx(ctx, func(ctx context.Context, w *writeTx) error {
+	return s.runTx(ctx, true, func(ctx context.Context, w *writeTx) error {
 		if validate != nil {
 			if err := validate(ctx, w.base); err != nil {
 				return err
@@ -211,7 +228,7 @@ var copyColumns = []string{
 // consumed once.
 func (s *Store) BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (store.Revision, error) {
 	var rev store.Revision
-	_, err := s.tryTx(ctx, func(ctx context.Context, w *writeTx) error {
+	_, err := s.tryTx(ctx, false, func(ctx context.Context, w *writeTx) error {
 		rev = w.base.rev + 1
 		next, stop := iter.Pull2(rels)
 		defer stop()

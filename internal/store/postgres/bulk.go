@@ -64,11 +64,12 @@ func (s *Store) BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, e
 	if err != nil {
 		return 0, sqlstore.Classify(ctx, "postgres: locking the revision counter", err)
 	}
-	if err := record(ctx, tx, rev); err != nil {
+	xid, err := record(ctx, tx, rev)
+	if err != nil {
 		return 0, sqlstore.Classify(ctx, "postgres: recording the revision", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, sqlstore.Classify(ctx, "postgres: committing a bulk load", err)
+		return s.commitOutcome(rev, xid, false, sqlstore.Classify(ctx, "postgres: committing a bulk load", err))
 	}
 	return rev, nil
 }

@@ -126,6 +126,9 @@ type Store struct {
 	nextReplica atomic.Uint32
 	// oldest is the oldest revision this process knows to be retained; it only grows.
 	oldest atomic.Uint64
+	// commitProbe bounds the wait for the outcome of a commit that lost its connection
+	// (commitProbeTime; tests shorten it).
+	commitProbe time.Duration
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -148,7 +151,7 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096),
+		opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096), commitProbe: commitProbeTime,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, u := range opts.ReplicaURIs {

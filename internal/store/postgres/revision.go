@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -112,10 +113,15 @@ func lock(ctx context.Context, tx pgx.Tx) (store.Revision, error) {
 	return store.Revision(rev), nil
 }
 
-// record stores rev's xid and snapshot. It must be a statement of its own after lock,
-// so that its snapshot is taken after every earlier revision committed.
-func record(ctx context.Context, tx pgx.Tx, rev store.Revision) error {
-	_, err := tx.Exec(ctx, `INSERT INTO latch_transactions (rev, xid, snapshot, committed_at)
-		VALUES ($1, pg_current_xact_id(), pg_current_snapshot(), clock_timestamp())`, int64(rev))
-	return err
+// record stores rev's xid and snapshot, and returns the xid. It must be a statement of
+// its own after lock, so that its snapshot is taken after every earlier revision
+// committed.
+func record(ctx context.Context, tx pgx.Tx, rev store.Revision) (uint64, error) {
+	var xid string
+	err := tx.QueryRow(ctx, `INSERT INTO latch_transactions (rev, xid, snapshot, committed_at)
+		VALUES ($1, pg_current_xact_id(), pg_current_snapshot(), clock_timestamp()) RETURNING xid::text`, int64(rev)).Scan(&xid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(xid, 10, 64)
 }

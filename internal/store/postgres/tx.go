@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,13 +64,14 @@ func (w *writeTx) readerAt(ctx context.Context, rev store.Revision) (*reader, er
 }
 
 // runTx runs body in a write transaction and commits it as a new revision, running
-// it again when it lost a race with another writer.
-func (s *Store) runTx(ctx context.Context, mode txMode, body func(context.Context, *writeTx) error) (store.Revision, error) {
+// it again when it lost a race with another writer. idempotent says whether the write
+// may be repeated safely should its commit's outcome stay unknown (store.Idempotent).
+func (s *Store) runTx(ctx context.Context, mode txMode, idempotent bool, body func(context.Context, *writeTx) error) (store.Revision, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	for attempt := 1; ; attempt++ {
-		rev, err := s.tryTx(ctx, mode, body)
+		rev, err := s.tryTx(ctx, mode, idempotent, body)
 		if err == nil || attempt == maxAttempts || !(sqlstore.Retryable(err) || errors.Is(err, errRace)) {
 			return rev, err
 		}
@@ -82,7 +84,7 @@ func (s *Store) runTx(ctx context.Context, mode txMode, body func(context.Contex
 	}
 }
 
-func (s *Store) tryTx(ctx context.Context, mode txMode, body func(context.Context, *writeTx) error) (store.Revision, error) {
+func (s *Store) tryTx(ctx context.Context, mode txMode, idempotent bool, body func(context.Context, *writeTx) error) (store.Revision, error) {
 	tx, err := s.writes.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return 0, sqlstore.Classify(ctx, "postgres: beginning a write", err)
@@ -101,13 +103,53 @@ func (s *Store) tryTx(ctx context.Context, mode txMode, body func(context.Contex
 			return 0, err
 		}
 	}
-	if err := record(ctx, tx, rev); err != nil {
+	xid, err := record(ctx, tx, rev)
+	if err != nil {
 		return 0, sqlstore.Classify(ctx, "postgres: recording the revision", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, sqlstore.Classify(ctx, "postgres: committing", err)
+		return s.commitOutcome(rev, xid, idempotent, sqlstore.Classify(ctx, "postgres: committing", err))
 	}
 	return rev, nil
+}
+
+// commitProbeTime bounds how long a write whose commit lost its connection waits for
+// the server to say whether the commit took effect.
+const commitProbeTime = 10 * time.Second
+
+// commitOutcome decides a write whose COMMIT failed. A commit refused by the server
+// (a serialization failure, say) wrote nothing. One that lost its connection, or its
+// client, may have been applied before the answer was lost: the server is asked, on a
+// new connection, what became of the transaction (pg_xact_status knows after the
+// session is gone). Committed, the write succeeded at rev; aborted, nothing was written;
+// unknown (the server stays unreachable), store.OutcomeUnknown says whether the write
+// may be repeated.
+func (s *Store) commitOutcome(rev store.Revision, xid uint64, idempotent bool, commitErr error) (store.Revision, error) {
+	if !errors.Is(commitErr, store.ErrUnavailable) && !errors.Is(commitErr, context.Canceled) && !errors.Is(commitErr, context.DeadlineExceeded) {
+		return 0, commitErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.commitProbe)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var status *string
+		err := s.writes.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", strconv.FormatUint(xid, 10)).Scan(&status)
+		switch {
+		case err == nil && status != nil && *status == "committed":
+			return rev, nil
+		case err == nil && status != nil && *status == "aborted":
+			return 0, commitErr
+		case err == nil && status == nil:
+			// Too old to be known: cannot happen this soon after the commit, but it
+			// decides nothing.
+			return 0, store.OutcomeUnknown(idempotent, commitErr)
+		}
+		// Unreachable, or still in progress: ask again until the probe time runs out.
+		select {
+		case <-ctx.Done():
+			return 0, store.OutcomeUnknown(idempotent, commitErr)
+		case <-time.After(wait):
+		}
+	}
 }
 
 // start sets up the base reader. A lockFirst write locks the counter now and returns

@@ -56,7 +56,7 @@ func (s *Store) Write(ctx context.Context, preconditions []store.Precondition, u
 		}
 		return nil
 	}
-	return s.runTx(ctx, optimistic, func(ctx context.Context, w *writeTx) error {
+	return s.runTx(ctx, optimistic, store.Idempotent(preconditions, updates), func(ctx context.Context, w *writeTx) error {
 		if err := check(ctx, w.base); err != nil {
 			return err
 		}
@@ -117,7 +117,10 @@ func (w *writeTx) refuseLive(ctx context.Context, b *sqlstore.Batch, now any) er
 func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precondition, f store.Filter, limit int, partial bool) (store.Revision, int, bool, error) {
 	var deleted int
 	var more bool
-	rev, err := s.runTx(ctx, lockFirst, func(ctx context.Context, w *writeTx) error {
+	// Repeated, a delete of every match changes nothing more; one cut short by its
+	// limit deletes the next ones.
+	idempotent := len(preconditions) == 0 && (!partial || limit == 0)
+	rev, err := s.runTx(ctx, lockFirst, idempotent, func(ctx context.Context, w *writeTx) error {
 		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
@@ -173,7 +176,7 @@ func (w *writeTx) deleteMatching(ctx context.Context, f store.Filter, limit int,
 
 // WriteSchema stores text as the schema from a new revision on.
 func (s *Store) WriteSchema(ctx context.Context, text string, validate store.Validator) (store.Revision, error) {
-	return s.runTx(ctx, lockFirst, func(ctx context.Context, w *writeTx) error {
+	return s.runTx(ctx, lockFirst, true, func(ctx context.Context, w *writeTx) error {
 		if validate != nil {
 			if err := validate(ctx, w.base); err != nil {
 				return err
