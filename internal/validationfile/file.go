@@ -1,7 +1,10 @@
-// Package validationfile owns SpiceDB-style validation files: YAML holding a schema,
-// relationships and assertions (`assertTrue`, `assertFalse`, `assertCaveated`). It
-// parses them, naming the file line of every problem, and runs them in-process against
-// a fresh memory store and the engine, reporting every assertion that does not hold.
+// Package validationfile owns validation files. SpiceDB's format is YAML holding a
+// schema, relationships, assertions (`assertTrue`, `assertFalse`, `assertCaveated`) and
+// expected relations (the `validation` section, with zed's semantics); Permify's holds
+// a schema, relationships, attributes and scenarios. The package parses them, naming
+// the file line of every problem, runs them in-process against a fresh memory store and
+// the engine, reports every expectation that does not hold, and renders the expected
+// relations a file's data actually gives (`latch validate --update`).
 package validationfile
 
 import (
@@ -83,9 +86,8 @@ type File struct {
 	SchemaFile    string
 	Relationships []Relationship
 	Assertions    []Assertion
-	// ExpectedRelations is SpiceDB's `validation` section (expected subjects per
-	// `type:id#permission`), kept as written. Run does not check it yet and says so.
-	ExpectedRelations map[string][]string
+	// Validation is SpiceDB's `validation` section (expected relations), in file order.
+	Validation []ExpectedRelation
 
 	schemaLoc locator
 }
