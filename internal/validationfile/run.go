@@ -48,7 +48,8 @@ func (a AssertionResult) OK() bool {
 	return a.Err == nil && a.Got.Membership == a.Assertion.Expect.Membership()
 }
 
-func (a AssertionResult) failure(file string) Failure {
+// Failure describes how the assertion, of the named file, failed.
+func (a AssertionResult) Failure(file string) Failure {
 	f := Failure{File: file, Line: a.Assertion.Line, What: fmt.Sprintf("%s %q", a.Assertion.Expect, a.Assertion.Text), Err: a.Err}
 	if a.Err != nil {
 		f.Msg = "error: " + a.Err.Error()
@@ -114,7 +115,7 @@ func Run(ctx context.Context, f *File) (Report, error) {
 		res := AssertionResult{Assertion: a, Got: got, Err: err}
 		rep.Assertions = append(rep.Assertions, res)
 		if !res.OK() {
-			rep.Failures = append(rep.Failures, res.failure(f.Name))
+			rep.Failures = append(rep.Failures, res.Failure(f.Name))
 		}
 	}
 	x := &expansion{eng: eng, s: s, r: r}
