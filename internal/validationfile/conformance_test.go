@@ -11,10 +11,10 @@ import (
 	"testing"
 )
 
-// conformanceDir finds ../shared/conformance/<sub> beside the repository root (the
-// directory holding go.mod). Without it the test is skipped, except under CI=true,
-// where missing conformance data is a broken checkout.
-func conformanceDir(t *testing.T, sub string) string {
+// shared returns ../shared/<elem...> beside the repository root (the directory
+// holding go.mod). Without it the test is skipped, except under CI=true, where missing
+// shared data is a broken checkout.
+func shared(t *testing.T, elem ...string) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -30,14 +30,19 @@ func conformanceDir(t *testing.T, sub string) string {
 		}
 		dir = parent
 	}
-	conf := filepath.Join(dir, "..", "shared", "conformance", sub)
-	if _, err := os.Stat(conf); errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(append([]string{dir, "..", "shared"}, elem...)...)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("conformance data %s is missing: CI needs ../shared beside the repository", conf)
+			t.Fatalf("%s is missing: CI needs ../shared beside the repository", path)
 		}
-		t.Skipf("conformance data %s is missing (no ../shared beside the repository); skipping", conf)
+		t.Skipf("%s is missing (no ../shared beside the repository); skipping", path)
 	}
-	return conf
+	return path
+}
+
+func conformanceDir(t *testing.T, sub string) string {
+	t.Helper()
+	return shared(t, "conformance", sub)
 }
 
 // TestConformance runs every validation file in-process: SpiceDB's own (assertions)

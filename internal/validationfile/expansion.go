@@ -31,18 +31,28 @@ func (x *expansion) subjects(ctx context.Context, obj rel.ObjectRef, relation st
 	if depth <= 0 {
 		return nil, engine.ErrMaxDepth
 	}
-	node, err := x.eng.Expand(ctx, x.s, x.r, obj, relation)
+	node, err := x.eng.Expand(ctx, x.s, x.r, obj, relation, engine.ExpandPermissionNodes())
 	if err != nil {
 		return nil, err
 	}
 	return x.relation(ctx, node, x.s.Definition(obj.Type).Relation(relation), depth)
 }
 
+// relation follows n, the engine's node for rl. A permission whose rewrite is a single
+// operand has a node of its own (ExpandPermissionNodes) around the operand's.
 func (x *expansion) relation(ctx context.Context, n *engine.ExpandNode, rl *ir.Relation, depth int) (trackingSet, error) {
-	if rl.IsPermission() {
-		return x.expr(ctx, n, rl, rl.Rewrite, depth)
+	if !rl.IsPermission() {
+		return x.leaf(ctx, n, depth)
 	}
-	return x.leaf(ctx, n, depth)
+	switch rl.Rewrite.Kind {
+	case ir.Union, ir.Intersection, ir.Exclusion:
+	default:
+		if len(n.Children) != 1 {
+			return nil, errShape(n)
+		}
+		n = n.Children[0]
+	}
+	return x.expr(ctx, n, rl, rl.Rewrite, depth)
 }
 
 // expr follows n, which the engine built for e, one of rl's rewrite expressions.
@@ -120,8 +130,8 @@ func (x *expansion) leaf(ctx context.Context, n *engine.ExpandNode, depth int) (
 
 // arrow unites (or, for `.all()`, intersects) the target's expansion on every object
 // of the tupleset, each conditioned on its tupleset relationship's caveat. The engine
-// made one child per tupleset relationship whose object type has the target, in
-// query order.
+// made one child per tupleset relationship, in query order: an empty leaf where the
+// object's type lacks the target, which empties an `.all()` as it does in SpiceDB.
 func (x *expansion) arrow(ctx context.Context, n *engine.ExpandNode, e *ir.Expr, depth int) (trackingSet, error) {
 	f := store.Filter{ResourceType: n.Object.Type, ResourceIDs: []string{n.Object.ID}, Relation: e.Tupleset}
 	var out trackingSet
@@ -130,17 +140,18 @@ func (x *expansion) arrow(ctx context.Context, n *engine.ExpandNode, e *ir.Expr,
 		if err != nil {
 			return nil, err
 		}
-		r := item.Relationship
-		target := x.s.Definition(r.Subject.Object.Type).Relation(e.Target)
-		if target == nil {
-			continue
-		}
-		if i >= len(n.Children) || n.Children[i].Object != r.Subject.Object {
+		if i >= len(n.Children) {
 			return nil, errShape(n)
 		}
-		set, err := x.relation(ctx, n.Children[i], target, depth)
-		if err != nil {
-			return nil, err
+		r := item.Relationship
+		set := trackingSet{}
+		if target := x.s.Definition(r.Subject.Object.Type).Relation(e.Target); target != nil {
+			if n.Children[i].Object != r.Subject.Object {
+				return nil, errShape(n)
+			}
+			if set, err = x.relation(ctx, n.Children[i], target, depth); err != nil {
+				return nil, err
+			}
 		}
 		if r.Caveat != nil {
 			set = set.withCaveat()

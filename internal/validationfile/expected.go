@@ -198,17 +198,23 @@ func compareRelation(file string, er ExpectedRelation, found []FoundSubject) []F
 		want := "[" + es.Subject.String() + "] is " + resourcesString(es.Resources)
 		switch {
 		case !ok:
-			out = append(out, Failure{File: file, Line: es.Line, Col: es.Col, What: er.Key,
-				Msg: fmt.Sprintf("expected %s, found no subject %s", want, es.Subject.Subject)})
+			out = append(out, Failure{
+				File: file, Line: es.Line, Col: es.Col, What: er.Key,
+				Msg: fmt.Sprintf("expected %s, found no subject %s", want, es.Subject.Subject),
+			})
 		case !sameSubject(es, f):
-			out = append(out, Failure{File: file, Line: es.Line, Col: es.Col, What: er.Key,
-				Msg: fmt.Sprintf("expected %s, found %s", want, f)})
+			out = append(out, Failure{
+				File: file, Line: es.Line, Col: es.Col, What: er.Key,
+				Msg: fmt.Sprintf("expected %s, found %s", want, f),
+			})
 		}
 	}
 	for _, f := range found {
 		if !listed[f.Subject] {
-			out = append(out, Failure{File: file, Line: er.Line, Col: er.Col, What: er.Key,
-				Msg: fmt.Sprintf("expected no subject %s, found %s", f.Subject, f)})
+			out = append(out, Failure{
+				File: file, Line: er.Line, Col: er.Col, What: er.Key,
+				Msg: fmt.Sprintf("expected no subject %s, found %s", f.Subject, f),
+			})
 		}
 	}
 	return out

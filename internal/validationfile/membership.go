@@ -34,7 +34,7 @@ func derive(id string, caveated bool, excluded []*found, sources ...*found) *fou
 // caveat-expression presence under the combinators SpiceDB's subject sets use: `and`
 // and the plain `or` keep an expression when either side has one; the short-circuited
 // `or` (a union of memberships) has one only when both sides do; `not` keeps it.
-func and(a, b bool) bool         { return a || b }
+func and(a, b bool) bool            { return a || b }
 func shortcircuitOr(a, b bool) bool { return a && b }
 
 // subjectSet holds the found subjects of one subject type (and relation): concrete ids
