@@ -23,7 +23,7 @@ func validatePermifyFile(ctx context.Context, path string, update bool, out io.W
 		fmt.Fprintf(out, "%s: not updated: --update rewrites SpiceDB's validation section, which Permify's format does not have\n", path)
 		return true, false
 	}
-	f, err := validationfile.ParsePermify(path, src)
+	f, err := validationfile.LoadPermify(path)
 	var rep validationfile.PermifyReport
 	if err == nil {
 		rep, err = validationfile.RunPermify(ctx, f)

@@ -139,7 +139,7 @@ func Parse(name string, src []byte) (*File, error) {
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return nil, &ProblemsError{Problems: []Problem{{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}}
 	}
-	p := &parser{name: name, src: src, f: &File{Name: name}}
+	p := &parser{yamlReader: yamlReader{name: name, src: src}, f: &File{Name: name}}
 	p.document(&doc)
 	if err := p.probs.err(); err != nil {
 		return nil, err
@@ -147,16 +147,22 @@ func Parse(name string, src []byte) (*File, error) {
 	return p.f, nil
 }
 
-// parser holds the state of one Parse.
-type parser struct {
+// yamlReader is what reading either format's YAML needs: the file's name and text,
+// and the problems found so far.
+type yamlReader struct {
 	name  string
 	src   []byte
-	f     *File
 	probs problems
 }
 
-func (p *parser) pos(n *yaml.Node) position {
+func (p *yamlReader) pos(n *yaml.Node) position {
 	return position{File: p.name, Line: n.Line, Col: n.Column}
+}
+
+// parser holds the state of one Parse.
+type parser struct {
+	yamlReader
+	f *File
 }
 
 func (p *parser) document(doc *yaml.Node) {
