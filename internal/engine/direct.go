@@ -48,7 +48,7 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 		if err != nil {
 			return nil, err
 		}
-		target := ev.s.Definition(a.Type).Relation(a.Relation)
+		target := a.Rel
 		if err := ev.follow(ctx, target, edges, depth, out, or); err != nil {
 			return nil, err
 		}
@@ -87,11 +87,13 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 		if !wild && s.Relation != subj.Relation {
 			continue
 		}
+		ev.tr.read(&item.Relationship)
 		o, err := ev.caveat(item.Relationship.Caveat)
 		if err != nil {
 			return err
 		}
 		id := item.Relationship.Resource.ID
+		ev.tr.caveat(ev, id, item.Relationship.Caveat, o)
 		out.put(id, or(out.get(id), o))
 	}
 	return nil
@@ -118,6 +120,7 @@ func (ev *evaluator) follow(ctx context.Context, target *ir.Relation, edges []ed
 			if err != nil {
 				return err
 			}
+			ev.tr.caveat(ev, e.resource, e.caveat, c)
 			o = and(c, o)
 		}
 		out.put(e.resource, op(out.get(e.resource), o))
@@ -132,6 +135,7 @@ func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) 
 		if err != nil {
 			return nil, err
 		}
+		ev.tr.read(&item.Relationship)
 		r := item.Relationship
 		out = append(out, edge{resource: r.Resource.ID, target: r.Subject.Object.ID, caveat: r.Caveat})
 	}

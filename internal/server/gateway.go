@@ -12,8 +12,12 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/latch-authz/latch/internal/server/apierr"
 )
 
 // newGateway builds the HTTP/JSON gateway on SpiceDB's paths (POST /v1/permissions/check,
@@ -22,8 +26,12 @@ import (
 // streaming calls (ReadRelationships) work, which the in-process handlers cannot do.
 // The Authorization header is forwarded as gRPC metadata.
 func (s *Server) newGateway() error {
+	creds := insecure.NewCredentials()
+	if s.grpcTLS != nil {
+		creds = credentials.NewTLS(s.grpcTLS.Self())
+	}
 	conn, err := grpc.NewClient(s.grpcLis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+1<<10)),
 	)
 	if err != nil {
@@ -31,7 +39,7 @@ func (s *Server) newGateway() error {
 	}
 	s.gwConn = conn
 	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
-		runtime.WithIncomingHeaderMatcher(forwardHeader))
+		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithErrorHandler(boundedErrors))
 	ctx := context.Background()
 	if err := v1.RegisterSchemaServiceHandlerClient(ctx, mux, v1.NewSchemaServiceClient(conn)); err != nil {
 		return err
@@ -55,6 +63,20 @@ func (s *Server) newGateway() error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
+}
+
+// boundedErrors is grpc-gateway's error handler with the message cut to a bounded
+// prefix: a body the gateway cannot decode comes back quoting the offending value,
+// however large.
+func boundedErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if st, ok := status.FromError(err); ok {
+		if msg := apierr.Bound(st.Message()); msg != st.Message() {
+			p := st.Proto()
+			p.Message = msg
+			err = status.ErrorProto(p)
+		}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }
 
 // limitBody bounds request bodies like gRPC's MaxRecvMsgSize bounds messages.
