@@ -183,7 +183,7 @@ validation:
 	}
 	want := []string{
 		"t.yaml:11: group:a#member: error: maximum depth exceeded",
-		`t.yaml:12: group:a#nope: error: relation/permission "nope" not found under definition "group"`,
+		"t.yaml:12: group:a#nope: error: relation/permission `nope` not found under definition `group`",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
