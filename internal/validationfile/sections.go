@@ -31,7 +31,7 @@ func (p *parser) relationships(text string, loc locator) {
 func (p *parser) relationship(text string, pos position) {
 	r, err := rel.Parse(text)
 	if err != nil {
-		p.probs.add(pos, "relationship %q: %v", text, err)
+		p.probs.add(pos, "%v", err) // rel.Parse names the relationship
 		return
 	}
 	p.f.Relationships = append(p.f.Relationships, Relationship{Relationship: r, Text: text, Line: pos.Line})
@@ -138,19 +138,4 @@ func (p *parser) assertion(expect Expectation, item *yaml.Node) {
 		Line:   item.Line,
 		Check:  engine.CheckRequest{Resource: resource, Permission: permission, Subject: subject, Context: context},
 	})
-}
-
-// validation keeps SpiceDB's expected-relations section as written.
-func (p *parser) validation(v *yaml.Node) {
-	if isNull(v) {
-		return
-	}
-	var m map[string][]string
-	if err := v.Decode(&m); err != nil {
-		p.probs.add(p.pos(v), "validation: expected a mapping of \"type:id#permission\" to lists of expected subjects: %v", strings.TrimPrefix(err.Error(), "yaml: "))
-		return
-	}
-	if len(m) > 0 {
-		p.f.ExpectedRelations = m
-	}
 }
