@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -10,34 +11,30 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/server/permify"
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
+	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
 
 // withPermify serves Permify's HTTP API under /v1/tenants/ beside next (the SpiceDB
 // gateway) on the same listener. Tenant t1 is this server's store; tenants created
-// through the API get stores of their own: pebble directories beside the server's
-// (DIR.tenants/ID) when it runs on pebble, memory stores otherwise. The returned func
-// closes those stores.
+// through the API get stores of their own (tenantStores). The returned func closes
+// those stores.
 func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 	keys := s.cfg.PresharedKeys
 	if len(keys) == 0 {
 		keys = []string{s.generated}
 	}
 	auth := newAuthenticator(keys)
-	var tenants permify.TenantStores = permify.MemoryTenants{Options: memory.Options{GCWindow: s.cfg.GCWindow}}
-	if s.cfg.Datastore == nil && s.cfg.DatastoreEngine == "pebble" {
-		dir := s.cfg.DatastoreURI
-		if dir == "" {
-			dir = DefaultDataDir
-		}
-		tenants = permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: s.cfg.GCWindow}}
-	}
+
 	h, err := permify.New(permify.Config{
 		Engine:        s.engine,
 		Default:       s.store,
 		SharedDefault: true,
-		Tenants:       tenants,
+		Tenants:       s.tenantStores(),
 		Authorize: func(r *http.Request) error {
 			md := metadata.Pairs("authorization", r.Header.Get("Authorization"))
 			err := auth.check(metadata.NewIncomingContext(r.Context(), md))
@@ -59,4 +56,38 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 	mux.Handle("/v1/tenants/", h)
 	mux.Handle("/", next)
 	return mux, h.Close, nil
+}
+
+// tenantConns sizes each SQL tenant store's pools: tenants share the database server
+// with t1, and a tenant's traffic rarely needs more.
+const tenantConns = 4
+
+// tenantStores keeps tenants as durable as the server's own data: pebble directories
+// beside the server's (DIR.tenants/ID), or a schema each in the PostgreSQL or
+// CockroachDB database; a memory server's tenants are memory stores.
+func (s *Server) tenantStores() permify.TenantStores {
+	cfg := s.cfg
+	switch {
+	case cfg.Datastore != nil || cfg.DatastoreEngine == "memory":
+		return permify.MemoryTenants{Options: memory.Options{GCWindow: cfg.GCWindow}}
+	case cfg.DatastoreEngine == "postgres":
+		return permify.SQLTenants{Tenants: sqlstore.Tenants{
+			URI: cfg.DatastoreURI, Engine: "postgres", Migrate: postgres.Migrate,
+			Open: func(ctx context.Context, uri string) (store.Store, error) {
+				return postgres.Open(ctx, uri, postgres.Options{ReadConns: tenantConns, WriteConns: tenantConns, GCWindow: cfg.GCWindow})
+			},
+		}}
+	case cfg.DatastoreEngine == "cockroachdb":
+		return permify.SQLTenants{Tenants: sqlstore.Tenants{
+			URI: cfg.DatastoreURI, Engine: "cockroachdb", Migrate: crdb.Migrate,
+			Open: func(ctx context.Context, uri string) (store.Store, error) {
+				return crdb.Open(ctx, uri, crdb.Options{ReadConns: tenantConns, WriteConns: tenantConns, GCWindow: cfg.GCWindow})
+			},
+		}}
+	}
+	dir := cfg.DatastoreURI
+	if dir == "" {
+		dir = DefaultDataDir
+	}
+	return permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: cfg.GCWindow}}
 }

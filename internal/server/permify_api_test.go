@@ -10,9 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
 
 // permifyPost sends a Permify API request to the server's HTTP listener.
@@ -109,49 +114,157 @@ func TestPermifyAPIOnTheHTTPListener(t *testing.T) {
 	}
 }
 
-// TestPermifyTenantsSurviveRestarts: on pebble, a tenant created through the API keeps
-// its schema and data across a restart, and deleting it removes its data.
+// TestPermifyTenantsSurviveRestarts: on every durable store, a tenant created
+// through the API keeps its schema and every acknowledged write across a restart, its
+// data is invisible to other tenants through every endpoint, and deleting it removes
+// its data.
 func TestPermifyTenantsSurviveRestarts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	onPebble := func(c *Config) { c.DatastoreEngine, c.DatastoreURI = "pebble", dir }
-	check := func(ts *testServer) (int, map[string]any) {
-		return permifyPost(t, ts, testKey, "/v1/tenants/acme/permissions/check", map[string]any{
-			"metadata": map[string]any{"depth": 20},
-			"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "ann"},
+	pgURI := ""
+	for _, tc := range []struct {
+		name   string
+		config func(t *testing.T) func(*Config)
+		gone   func(t *testing.T) bool // whether the deleted tenant's data is gone
+	}{
+		{
+			"pebble",
+			func(*testing.T) func(*Config) {
+				return func(c *Config) { c.DatastoreEngine, c.DatastoreURI = "pebble", dir }
+			},
+			func(t *testing.T) bool {
+				_, err := os.Stat(filepath.Join(dir+".tenants", "acme"))
+				return errors.Is(err, fs.ErrNotExist)
+			},
+		},
+		{
+			"postgres",
+			func(t *testing.T) func(*Config) {
+				pgURI = pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
+				return func(c *Config) { c.DatastoreEngine, c.DatastoreURI = "postgres", pgURI }
+			},
+			func(t *testing.T) bool {
+				conn, err := pgx.Connect(ctxT(t), pgURI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close(context.Background())
+				var n int
+				if err := conn.QueryRow(ctxT(t), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'latch\_tenant\_%'`).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n == 1 // beta's is left
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			config := tc.config(t)
+			ts := start(t, config)
+			writeTenants(t, ts)
+			ts.stop(t)
+
+			ts = start(t, config)
+			checkTenants(t, ts)
+			req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/acme", nil)
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("delete: %v %v", resp, err)
+			}
+			resp.Body.Close()
+			if !tc.gone(t) {
+				t.Error("the deleted tenant's data is still there")
+			}
+			if code, _ := tenantCheck(t, ts, "acme", "ann"); code != http.StatusNotFound {
+				t.Errorf("check in the deleted tenant: %d", code)
+			}
+			ts.stop(t)
+			ts = start(t, config)
+			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/list", nil); code != http.StatusOK || len(out["tenants"].([]any)) != 2 {
+				t.Errorf("tenants after the delete and a restart: %d %v", code, out)
+			}
 		})
 	}
-	ts := start(t, onPebble)
-	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": "acme", "name": "Acme"}); code != http.StatusOK {
-		t.Fatalf("create: %d %v", code, out)
+}
+
+const tenantSchema = "entity user {}\nentity doc { relation owner @user permission view = owner }"
+
+// writeTenants creates tenants acme and beta with the same schema: acme's doc:N is
+// owned by ann (300 relationships, each write acknowledged), beta's doc:1 by bob.
+func writeTenants(t *testing.T, ts *testServer) {
+	t.Helper()
+	tuple := func(doc int, user string) map[string]any {
+		return map[string]any{"entity": map[string]any{"type": "doc", "id": strconv.Itoa(doc)}, "relation": "owner", "subject": map[string]any{"type": "user", "id": user}}
 	}
-	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/schemas/write", map[string]any{"schema": "entity user {}\nentity doc { relation owner @user permission view = owner }"}); code != http.StatusOK {
-		t.Fatalf("schemas/write: %d %v", code, out)
+	for _, id := range []string{"acme", "beta"} {
+		if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": id, "name": id}); code != http.StatusOK {
+			t.Fatalf("create %s: %d %v", id, code, out)
+		}
+		if code, out := permifyPost(t, ts, testKey, "/v1/tenants/"+id+"/schemas/write", map[string]any{"schema": tenantSchema}); code != http.StatusOK {
+			t.Fatalf("schemas/write: %d %v", code, out)
+		}
 	}
-	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/data/write", map[string]any{
-		"tuples": []any{map[string]any{"entity": map[string]any{"type": "doc", "id": "1"}, "relation": "owner", "subject": map[string]any{"type": "user", "id": "ann"}}},
-	}); code != http.StatusOK {
+	for batch := range 30 {
+		var tuples []any
+		for i := range 10 {
+			tuples = append(tuples, tuple(batch*10+i, "ann"))
+		}
+		if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/data/write", map[string]any{"tuples": tuples}); code != http.StatusOK || out["snap_token"] == "" {
+			t.Fatalf("data/write: %d %v", code, out)
+		}
+	}
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/beta/data/write", map[string]any{"tuples": []any{tuple(1, "bob")}}); code != http.StatusOK {
 		t.Fatalf("data/write: %d %v", code, out)
 	}
-	ts.stop(t)
+}
 
-	ts = start(t, onPebble)
-	if code, out := check(ts); code != http.StatusOK || out["can"] != "CHECK_RESULT_ALLOWED" {
-		t.Errorf("check after a restart: %d %v", code, out)
+func tenantCheck(t *testing.T, ts *testServer, tenant, user string) (int, map[string]any) {
+	return permifyPost(t, ts, testKey, "/v1/tenants/"+tenant+"/permissions/check", map[string]any{
+		"metadata": map[string]any{"depth": 20},
+		"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": user},
+	})
+}
+
+// checkTenants holds each tenant to its own data after a restart, through checks,
+// both lookups, reads, and the SpiceDB API's tenant t1.
+func checkTenants(t *testing.T, ts *testServer) {
+	t.Helper()
+	for _, c := range []struct {
+		tenant, user, want string
+	}{
+		{"acme", "ann", "CHECK_RESULT_ALLOWED"},
+		{"acme", "bob", "CHECK_RESULT_DENIED"},
+		{"beta", "bob", "CHECK_RESULT_ALLOWED"},
+		{"beta", "ann", "CHECK_RESULT_DENIED"},
+	} {
+		if code, out := tenantCheck(t, ts, c.tenant, c.user); code != http.StatusOK || out["can"] != c.want {
+			t.Errorf("%s: check doc:1 view for %s: %d %v, want %s", c.tenant, c.user, code, out, c.want)
+		}
 	}
-	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/list", nil); code != http.StatusOK || len(out["tenants"].([]any)) != 2 {
-		t.Errorf("tenants after a restart: %d %v", code, out)
+	for tenant, want := range map[string]int{"acme": 300, "beta": 0} {
+		code, out := permifyPost(t, ts, testKey, "/v1/tenants/"+tenant+"/permissions/lookup-entity", map[string]any{
+			"metadata": map[string]any{"depth": 20}, "entity_type": "doc", "permission": "view", "subject": map[string]any{"type": "user", "id": "ann"},
+		})
+		if ids, _ := out["entity_ids"].([]any); code != http.StatusOK || len(ids) != want {
+			t.Errorf("%s: lookup-entity for ann: %d, %d ids, want %d", tenant, code, len(ids), want)
+		}
 	}
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/acme", nil)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("delete: %v %v", resp, err)
+	code, out := permifyPost(t, ts, testKey, "/v1/tenants/beta/permissions/lookup-subject", map[string]any{
+		"metadata": map[string]any{"depth": 20}, "entity": map[string]any{"type": "doc", "id": "2"}, "permission": "view",
+		"subject_reference": map[string]any{"type": "user"},
+	})
+	if ids, _ := out["subject_ids"].([]any); code != http.StatusOK || len(ids) != 0 {
+		t.Errorf("beta: lookup-subject on doc:2 (acme's): %d %v", code, out)
 	}
-	resp.Body.Close()
-	if _, err := os.Stat(filepath.Join(dir+".tenants", "acme")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the deleted tenant's data is still there: %v", err)
+	code, out = permifyPost(t, ts, testKey, "/v1/tenants/beta/data/relationships/read", map[string]any{
+		"metadata": map[string]any{}, "filter": map[string]any{"entity": map[string]any{"type": "doc"}},
+	})
+	if tuples, _ := out["tuples"].([]any); code != http.StatusOK || len(tuples) != 1 {
+		t.Errorf("beta: read relationships: %d %v, want its one tuple", code, out)
 	}
-	if code, _ := check(ts); code != http.StatusNotFound {
-		t.Errorf("check in the deleted tenant: %d", code)
+	resp, err := ts.perms.CheckPermission(ctxT(t), &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(), Resource: obj("doc", "1"), Permission: "view", Subject: sub("user", "ann", ""),
+	})
+	if err == nil && resp.Permissionship == v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION {
+		t.Error("the SpiceDB API's t1 sees tenant acme's data")
 	}
 }

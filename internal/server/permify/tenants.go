@@ -1,6 +1,7 @@
 package permify
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
+	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
 
 // MemoryTenants keeps each tenant in a memory store of its own: isolated, and gone
@@ -116,4 +119,41 @@ func (p PebbleTenants) Remove(id string) error {
 		return err
 	}
 	return os.RemoveAll(filepath.Join(p.Dir, id))
+}
+
+// tenantOpTimeout bounds creating, listing or deleting tenants in a SQL database.
+const tenantOpTimeout = time.Minute
+
+// SQLTenants keeps each tenant in a schema of its own in the server's PostgreSQL or
+// CockroachDB database (sqlstore.Tenants), so tenants are as durable as t1's data
+// and survive restarts.
+type SQLTenants struct{ Tenants sqlstore.Tenants }
+
+// Existing reopens every tenant in the database.
+func (s SQLTenants) Existing() ([]TenantInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tenantOpTimeout)
+	defer cancel()
+	list, err := s.Tenants.Existing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TenantInfo, len(list))
+	for i, t := range list {
+		out[i] = TenantInfo{ID: t.ID, Name: t.Name, Created: t.Created, Store: t.Store}
+	}
+	return out, nil
+}
+
+// Create makes the tenant's schema and opens its store.
+func (s SQLTenants) Create(t TenantInfo) (store.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tenantOpTimeout)
+	defer cancel()
+	return s.Tenants.Create(ctx, sqlstore.Tenant{ID: t.ID, Name: t.Name, Created: t.Created})
+}
+
+// Remove drops the tenant's schema with all its data.
+func (s SQLTenants) Remove(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), tenantOpTimeout)
+	defer cancel()
+	return s.Tenants.Remove(ctx, id)
 }
