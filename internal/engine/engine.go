@@ -58,6 +58,12 @@ func (e *Engine) Sibling() *Engine {
 	return New(Config{MaxDepth: e.maxDepth, Cache: e.cache})
 }
 
+// Uncached returns an engine with e's configuration but no cache, for readers whose
+// answers are not those of their revision (store.WithUpdates).
+func (e *Engine) Uncached() *Engine {
+	return New(Config{MaxDepth: e.maxDepth})
+}
+
 // BulkResult is one item's answer in CheckBulk: a Result or an error for that item alone.
 type BulkResult struct {
 	Result Result

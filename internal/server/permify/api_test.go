@@ -305,8 +305,8 @@ func TestErrorShapes(t *testing.T) {
 	bad["metadata"] = map[string]any{"schema_version": "garbage"}
 	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusNotFound, codes.NotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
 	ctxTuples := chk("doc:1", "view", "user:a")
-	ctxTuples["context"] = map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a")}}
-	a.fails(http.MethodPost, p+"permissions/check", ctxTuples, http.StatusNotImplemented, codes.Unimplemented, "ERROR_CODE_NOT_IMPLEMENTED")
+	ctxTuples["context"] = map[string]any{"tuples": []any{tuple("doc:1", "owner", "team:eng")}}
+	a.fails(http.MethodPost, p+"permissions/check", ctxTuples, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "team:eng")}},
 		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "is_public", "user:eng")}},
@@ -380,5 +380,71 @@ func TestNamingRulesPerTenant(t *testing.T) {
 	out = a.ok("/v1/tenants/t2/schemas/read", nil)
 	if _, ok := out["schema"].(map[string]any)["entity_definitions"].(map[string]any)["d"]; !ok {
 		t.Errorf("schemas/read = %v", out)
+	}
+}
+
+// TestContextualTuplesAndAttributes: a request's contextual tuples and attributes
+// count for it alone, as if written, in checks, bulk checks, both lookups, subject
+// permissions and expand; nothing is written and other requests do not see them.
+func TestContextualTuplesAndAttributes(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	p := "/v1/tenants/t1/"
+	withTuple := map[string]any{"context": map[string]any{"tuples": []any{tuple("doc:9", "owner", "user:zed")}}}
+	withPublic := map[string]any{"context": map[string]any{"attributes": []any{attr("doc:4", "is_public", boolValue(true))}}}
+	for _, c := range []struct {
+		entity, subject string
+		extra           map[string]any
+		want            string
+	}{
+		{"doc:9", "user:zed", withTuple, allowed},
+		{"doc:9", "user:zed", nil, denied},
+		{"doc:4", "user:anyone", withPublic, allowed},
+		{"doc:4", "user:anyone", nil, denied},
+		// A contextual attribute feeds the rule calls that read it, as a write would.
+		{"doc:1", "user:alice", map[string]any{"context": map[string]any{
+			"attributes": []any{attr("doc:1", "price", map[string]any{"@type": "type.googleapis.com/base.v1.DoubleValue", "data": 1.0})},
+			"data":       map[string]any{"budget": 5},
+		}}, allowed},
+	} {
+		perm := "view"
+		if c.entity == "doc:1" {
+			perm = "cheap"
+		}
+		if got := a.check("t1", c.entity, perm, c.subject, c.extra); got != c.want {
+			t.Errorf("check %s#%s@%s with %v: %s, want %s", c.entity, perm, c.subject, c.extra, got, c.want)
+		}
+	}
+	if got := a.check("t1", "doc:1", "cheap", "user:alice", map[string]any{"context": map[string]any{"data": map[string]any{"budget": 5}}}); got != denied {
+		t.Errorf("the stored price (12.5) is over the budget: %s", got)
+	}
+
+	out := a.ok(p+"permissions/bulk-check", map[string]any{"metadata": map[string]any{"depth": 20}, "items": []any{
+		map[string]any{"entity": ref("doc:9"), "permission": "view", "subject": ref("user:zed"), "context": withTuple["context"]},
+		map[string]any{"entity": ref("doc:9"), "permission": "view", "subject": ref("user:zed")},
+	}})
+	if results, _ := out["results"].([]any); len(results) != 2 || results[0].(map[string]any)["can"] != allowed || results[1].(map[string]any)["can"] != denied {
+		t.Errorf("bulk check with contextual tuples on one item: %v", out)
+	}
+
+	lookup := map[string]any{"metadata": map[string]any{"depth": 20}, "entity_type": "doc", "permission": "view", "subject": ref("user:zed"), "context": withTuple["context"]}
+	// doc:3 is public: everyone sees it, with or without the contextual tuple.
+	if ids, _ := a.ok(p+"permissions/lookup-entity", lookup)["entity_ids"].([]any); len(ids) != 2 || ids[0] != "3" || ids[1] != "9" {
+		t.Errorf("lookup-entity with a contextual tuple: %v, want [3 9]", ids)
+	}
+	delete(lookup, "context")
+	if ids, _ := a.ok(p+"permissions/lookup-entity", lookup)["entity_ids"].([]any); len(ids) != 1 || ids[0] != "3" {
+		t.Errorf("lookup-entity without it: %v, want [3]", ids)
+	}
+	lookup = map[string]any{"metadata": map[string]any{"depth": 20}, "entity": ref("doc:9"), "permission": "view", "subject_reference": map[string]any{"type": "user"}, "context": withTuple["context"]}
+	if ids, _ := a.ok(p+"permissions/lookup-subject", lookup)["subject_ids"].([]any); len(ids) != 1 || ids[0] != "zed" {
+		t.Errorf("lookup-subject with a contextual tuple: %v", ids)
+	}
+	sp := map[string]any{"metadata": map[string]any{"depth": 20}, "entity": ref("doc:9"), "subject": ref("user:zed"), "context": withTuple["context"]}
+	if res, _ := a.ok(p+"permissions/subject-permission", sp)["results"].(map[string]any); res["view"] != allowed || res["owner"] != allowed {
+		t.Errorf("subject-permission with a contextual tuple: %v", res)
+	}
+	if got := a.check("t1", "doc:9", "view", "user:zed", nil); got != denied {
+		t.Errorf("a contextual tuple was written: %s", got)
 	}
 }

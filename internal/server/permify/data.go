@@ -68,26 +68,38 @@ func (h *Handler) dataWrite(ctx context.Context, t *tenant, body []byte) (any, e
 	if err != nil {
 		return nil, err
 	}
-	var b permdata.Batch
-	for i, tp := range req.Tuples {
-		rl := tp.rel()
-		if err := v.CheckTuple(rl); err != nil {
-			return nil, invalid("ERROR_CODE_VALIDATION", fmt.Sprintf("tuples[%d]: %v", i, err))
-		}
-		b.Add(store.Touch, rl)
-	}
-	attrs := make([]permdata.Attribute, len(req.Attributes))
-	for i, a := range req.Attributes {
-		attrs[i] = permdata.Attribute{Entity: rel.ObjectRef{Type: a.Entity.Type, ID: a.Entity.ID}, Name: a.Attribute, Value: a.Value}
-	}
-	if err := v.AttributeUpdates(ctx, r, attrs, &b); err != nil {
-		return nil, attributeError(err)
+	b, err := lower(ctx, v, r, "", req.Tuples, req.Attributes)
+	if err != nil {
+		return nil, err
 	}
 	rev, err := t.store.Write(ctx, nil, b.Updates, nil)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]any{"snap_token": zedtoken.Encode(rev)}, nil
+}
+
+// lower turns tuples and attributes into the relationship updates a write of them
+// makes at r: tuples checked against the schema, attributes lowered to the
+// relationships that carry their values and the rule calls that read them. field
+// prefixes the names of items in errors (`context.` for contextual data).
+func lower(ctx context.Context, v *view, r store.Reader, field string, tuples []tupleJSON, attributes []attributeJSON) (permdata.Batch, error) {
+	var b permdata.Batch
+	for i, tp := range tuples {
+		rl := tp.rel()
+		if err := v.CheckTuple(rl); err != nil {
+			return b, invalid("ERROR_CODE_VALIDATION", fmt.Sprintf("%stuples[%d]: %v", field, i, err))
+		}
+		b.Add(store.Touch, rl)
+	}
+	attrs := make([]permdata.Attribute, len(attributes))
+	for i, a := range attributes {
+		attrs[i] = permdata.Attribute{Entity: rel.ObjectRef{Type: a.Entity.Type, ID: a.Entity.ID}, Name: a.Attribute, Value: a.Value}
+	}
+	if err := v.AttributeUpdates(ctx, r, attrs, &b); err != nil {
+		return b, attributeError(err)
+	}
+	return b, nil
 }
 
 func (tp tupleJSON) rel() rel.Relationship {

@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"slices"
-
-	"google.golang.org/grpc/codes"
+	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/permdata"
@@ -14,8 +13,8 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// checkContext is Permify's request context. Contextual tuples and attributes are
-// refused rather than ignored, since ignoring them would give wrong answers.
+// checkContext is Permify's request context: contextual tuples and attributes, which
+// count for this request alone as if written, and data that rules read.
 type checkContext struct {
 	Tuples     []tupleJSON     `json:"tuples"`
 	Attributes []attributeJSON `json:"attributes"`
@@ -23,11 +22,21 @@ type checkContext struct {
 }
 
 // caveatContext is the request context the engine evaluates rules with.
-func (c checkContext) caveatContext() (map[string]any, error) {
-	if len(c.Tuples) > 0 || len(c.Attributes) > 0 {
-		return nil, &apiError{codes.Unimplemented, "ERROR_CODE_NOT_IMPLEMENTED", "contextual tuples and attributes are not supported; write them with data/write"}
+func (c checkContext) caveatContext() map[string]any { return permdata.RequestContext(c.Data) }
+
+// on returns the reader and engine a request with this context evaluates with: r and
+// the tenant's engine, or, with contextual tuples or attributes, r overlaid with the
+// relationships a write of them would make, and an engine that caches nothing (the
+// answers are not those of r's revision).
+func (c checkContext) on(ctx context.Context, t *tenant, v *view, r store.Reader) (store.Reader, *engine.Engine, error) {
+	if len(c.Tuples) == 0 && len(c.Attributes) == 0 {
+		return r, t.engine, nil
 	}
-	return permdata.RequestContext(c.Data), nil
+	b, err := lower(ctx, v, r, "context.", c.Tuples, c.Attributes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store.WithUpdates(r, b.Updates, time.Now()), t.engine.Uncached(), nil
 }
 
 type checkBody struct {
@@ -38,12 +47,11 @@ type checkBody struct {
 	Context    checkContext `json:"context"`
 }
 
-func (c checkBody) request() (engine.CheckRequest, error) {
-	ctx, err := c.Context.caveatContext()
+func (c checkBody) request() engine.CheckRequest {
 	return engine.CheckRequest{
 		Resource: rel.ObjectRef{Type: c.Entity.Type, ID: c.Entity.ID}, Permission: c.Permission,
-		Subject: c.Subject.rel(), Context: ctx,
-	}, err
+		Subject: c.Subject.rel(), Context: c.Context.caveatContext(),
+	}
 }
 
 func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error) {
@@ -51,15 +59,15 @@ func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	creq, err := req.request()
-	if err != nil {
-		return nil, err
-	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.engine.Check(ctx, v.IR, r, creq)
+	r, eng, err := req.Context.on(ctx, t, v, r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := eng.Check(ctx, v.IR, r, req.request())
 	if err != nil {
 		return nil, err
 	}
@@ -78,22 +86,35 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 	if len(req.Items) > h.cfg.MaxBatch {
 		return nil, invalid("ERROR_CODE_VALIDATION", "too many items in one bulk check")
 	}
-	creqs := make([]engine.CheckRequest, len(req.Items))
-	for i, it := range req.Items {
-		if it.Context.Data == nil {
-			it.Context = req.Context
-		}
-		var err error
-		if creqs[i], err = it.request(); err != nil {
-			return nil, err
-		}
-	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
 	}
+	creqs := make([]engine.CheckRequest, len(req.Items))
+	contextual := false
+	for i := range req.Items {
+		it := &req.Items[i]
+		if it.Context.Data == nil && len(it.Context.Tuples) == 0 && len(it.Context.Attributes) == 0 {
+			it.Context = req.Context
+		}
+		creqs[i] = it.request()
+		contextual = contextual || len(it.Context.Tuples) > 0 || len(it.Context.Attributes) > 0
+	}
+	answers := make([]engine.BulkResult, len(creqs))
+	if contextual {
+		// Each item sees its own contextual data: they are checked one by one.
+		for i, it := range req.Items {
+			ir, eng, err := it.Context.on(ctx, t, v, r)
+			if err != nil {
+				return nil, err
+			}
+			answers[i].Result, answers[i].Err = eng.Check(ctx, v.IR, ir, creqs[i])
+		}
+	} else {
+		answers = t.engine.CheckBulk(ctx, v.IR, r, creqs)
+	}
 	results := make([]any, len(creqs))
-	for i, br := range t.engine.CheckBulk(ctx, v.IR, r, creqs) {
+	for i, br := range answers {
 		if br.Err != nil {
 			return nil, br.Err
 		}
@@ -131,16 +152,16 @@ type lookupPage struct {
 
 // lookupIDs runs a lookup at the request's snapshot and schema and answers with one
 // page of the ids it found, listed under key.
-func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(r store.Reader, v *view, cctx map[string]any) ([]string, error)) (any, error) {
-	cctx, err := req.Context.caveatContext()
-	if err != nil {
-		return nil, err
-	}
+func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(eng *engine.Engine, r store.Reader, v *view, cctx map[string]any) ([]string, error)) (any, error) {
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := run(r, v, cctx)
+	r, eng, err := req.Context.on(ctx, t, v, r)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := run(eng, r, v, req.Context.caveatContext())
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +182,9 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(r store.Reader, v *view, cctx map[string]any) ([]string, error) {
+	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(eng *engine.Engine, r store.Reader, v *view, cctx map[string]any) ([]string, error) {
 		lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
-		return permdata.LookupEntities(ctx, t.engine, v, r, lreq)
+		return permdata.LookupEntities(ctx, eng, v, r, lreq)
 	})
 }
 
@@ -179,13 +200,13 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(r store.Reader, v *view, cctx map[string]any) ([]string, error) {
+	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(eng *engine.Engine, r store.Reader, v *view, cctx map[string]any) ([]string, error) {
 		sr := req.SubjectReference.rel()
 		lreq := engine.LookupSubjectsRequest{
 			Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
 			SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
 		}
-		return permdata.LookupSubjects(ctx, t.engine, v, r, lreq)
+		return permdata.LookupSubjects(ctx, eng, v, r, lreq)
 	})
 }
 
@@ -196,14 +217,15 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	base, err := req.request()
-	if err != nil {
-		return nil, err
-	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
 	}
+	r, eng, err := req.Context.on(ctx, t, v, r)
+	if err != nil {
+		return nil, err
+	}
+	base := req.request()
 	def := v.IR.Definition(req.Entity.Type)
 	if def == nil {
 		return nil, &ir.UnknownDefinitionError{Name: req.Entity.Type}
@@ -219,7 +241,7 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 		names, creqs = append(names, rl.Name), append(creqs, c)
 	}
 	results := map[string]string{}
-	for i, br := range t.engine.CheckBulk(ctx, v.IR, r, creqs) {
+	for i, br := range eng.CheckBulk(ctx, v.IR, r, creqs) {
 		if br.Err != nil {
 			return nil, br.Err
 		}
@@ -237,7 +259,11 @@ func (h *Handler) expand(ctx context.Context, t *tenant, body []byte) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	n, err := t.engine.Expand(ctx, v.IR, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
+	r, eng, err := req.Context.on(ctx, t, v, r)
+	if err != nil {
+		return nil, err
+	}
+	n, err := eng.Expand(ctx, v.IR, r, rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, req.Permission)
 	if err != nil {
 		return nil, err
 	}
