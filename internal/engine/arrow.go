@@ -22,6 +22,7 @@ func (ev *evaluator) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, 
 		if err != nil {
 			return nil, err
 		}
+		ev.tr.read(&item.Relationship)
 		r := item.Relationship
 		t := r.Subject.Object.Type
 		if _, ok := byType[t]; !ok {

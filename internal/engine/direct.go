@@ -82,6 +82,7 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 		if err != nil {
 			return err
 		}
+		ev.tr.read(&item.Relationship)
 		s := item.Relationship.Subject
 		wild := s.Object.ID == rel.Wildcard
 		if !wild && s.Relation != subj.Relation {
@@ -92,6 +93,7 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 			return err
 		}
 		id := item.Relationship.Resource.ID
+		ev.tr.caveat(ev, id, item.Relationship.Caveat, o)
 		out.put(id, or(out.get(id), o))
 	}
 	return nil
@@ -118,6 +120,7 @@ func (ev *evaluator) follow(ctx context.Context, target *ir.Relation, edges []ed
 			if err != nil {
 				return err
 			}
+			ev.tr.caveat(ev, e.resource, e.caveat, c)
 			o = and(c, o)
 		}
 		out.put(e.resource, op(out.get(e.resource), o))
@@ -132,6 +135,7 @@ func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) 
 		if err != nil {
 			return nil, err
 		}
+		ev.tr.read(&item.Relationship)
 		r := item.Relationship
 		out = append(out, edge{resource: r.Resource.ID, target: r.Subject.Object.ID, caveat: r.Caveat})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -62,6 +63,8 @@ func (e *Engine) Sibling() *Engine {
 type BulkResult struct {
 	Result Result
 	Err    error
+	// Trace is how the item was answered, set by CheckBulkTraced when Err is nil.
+	Trace *TraceNode
 }
 
 // Check answers one check at the reader's revision under schema s. With a cache, a
@@ -84,6 +87,10 @@ func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req Ch
 // evaluated together, so the store sees one batched query per step for all of them,
 // and their subproblems are shared.
 func (e *Engine) CheckBulk(ctx context.Context, s *ir.Schema, r store.Reader, reqs []CheckRequest) []BulkResult {
+	return e.checkBulk(ctx, s, r, reqs, false)
+}
+
+func (e *Engine) checkBulk(ctx context.Context, s *ir.Schema, r store.Reader, reqs []CheckRequest, trace bool) []BulkResult {
 	out := make([]BulkResult, len(reqs))
 	type group struct {
 		first int
@@ -113,6 +120,8 @@ func (e *Engine) CheckBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 			ids = append(ids, reqs[i].Resource.ID)
 		}
 		ev := newEvaluator(s, r, first.Subject, first.Context, e.sharedFor(s, r.Revision(), first.Subject, first.Context))
+		ev.tr = newTracer(trace)
+		start := time.Now()
 		relation := s.Definition(first.Resource.Type).Relation(first.Permission)
 		res, err := ev.relation(ctx, relation, dedupe(ids), e.maxDepth)
 		for _, i := range g.items {
@@ -120,7 +129,10 @@ func (e *Engine) CheckBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 				out[i].Err = err
 				continue
 			}
-			out[i].Result, out[i].Err = toResult(res.get(reqs[i].Resource.ID))
+			o := res.get(reqs[i].Resource.ID)
+			if out[i].Result, out[i].Err = toResult(o); out[i].Err == nil && trace {
+				out[i].Trace = itemTrace(reqs[i], relation, o, ev.tr.result(), time.Since(start))
+			}
 		}
 	}
 	return out

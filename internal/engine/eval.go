@@ -25,6 +25,7 @@ type evaluator struct {
 	subject rel.SubjectRef
 	reqCtx  map[string]any
 	shared  shared
+	tr      *tracer // nil unless the request asked for a trace
 
 	memo map[memoKey]outcome
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
@@ -40,26 +41,31 @@ func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx m
 }
 
 // relation answers relation or permission r of r.Def for every id in ids, with depth
-// hops remaining.
+// hops remaining. Traced, it is one step for the ids it evaluates and one for those
+// whose answers were already known.
 func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := make(results, len(ids))
 	todo := make([]string, 0, len(ids))
-	var keys []cache.Key // of todo, when caching
+	var keys []cache.Key       // of todo, when caching
+	var known, step *TraceNode // traced steps: answers known before, answers found here
 	for _, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
 			out.put(id, o)
+			known = ev.tr.answered(known, r, id, o, true)
 			continue
 		}
 		if d, ok := ev.errDepth[k]; (ok && depth <= d) || depth <= 0 {
 			out.put(id, outErr)
+			step = ev.tr.answered(step, r, id, outErr, false)
 			continue
 		}
 		if ev.isSubject(r, id) {
 			out.put(id, outHas)
+			step = ev.tr.answered(step, r, id, outHas, false)
 			continue
 		}
 		if ev.shared.c != nil {
@@ -67,6 +73,7 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 			if o, ok := ev.shared.get(ck); ok {
 				ev.memo[k] = o
 				out.put(id, o)
+				known = ev.tr.answered(known, r, id, o, true)
 				continue
 			}
 			keys = append(keys, ck)
@@ -76,6 +83,7 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 	if len(todo) == 0 {
 		return out, nil
 	}
+	ev.tr.begin(step, r)
 	var res results
 	var err error
 	if r.IsPermission() {
@@ -86,6 +94,7 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 	if err != nil {
 		return nil, err
 	}
+	ev.tr.end(todo, res)
 	for i, id := range todo {
 		o := res.get(id)
 		k := memoKey{r, id}
