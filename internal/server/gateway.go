@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/latch-authz/latch/internal/server/playground"
 )
 
 // newGateway builds the HTTP/JSON gateway on SpiceDB's paths (POST /v1/permissions/check,
@@ -50,11 +52,22 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.closePermify = closePermify
+	s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth})
 	s.http = &http.Server{
-		Handler:           s.limitBody(handler),
+		Handler:           s.limitBody(withPlayground(s.playground, handler)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
+}
+
+// withPlayground serves the playground page and its API under /playground beside next.
+// It needs no key: it runs on scratch stores of its own and never reads this server's data.
+func withPlayground(pg http.Handler, next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/playground", pg)
+	mux.Handle("/playground/", pg)
+	mux.Handle("/", next)
+	return mux
 }
 
 // limitBody bounds request bodies like gRPC's MaxRecvMsgSize bounds messages.

@@ -1,0 +1,141 @@
+package playground
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/latch-authz/latch/internal/validationfile"
+)
+
+// failure is one problem of a validation run, under the editor line it came from
+// (Editor "" when it has no line of its own).
+type failure struct {
+	Editor  string `json:"editor"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+type validation struct {
+	// Checked counts the assertions (or Permify expectations) evaluated.
+	Checked  int       `json:"checked"`
+	Failures []failure `json:"failures"`
+	// Notes are what the run did not check.
+	Notes []string `json:"notes"`
+}
+
+// validate runs the page as a validation file, as `latch validate` would run the
+// file /api/export writes.
+func (h *Handler) validate(r *http.Request, req *request) (any, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	if err := h.bounded(req); err != nil {
+		return nil, err
+	}
+	out := validation{Failures: []failure{}, Notes: []string{}}
+	var err error
+	if language(req) == permify {
+		err = out.runPermify(ctx, req)
+	} else {
+		err = out.runSpiceDB(ctx, req)
+	}
+	if ctx.Err() != nil {
+		return nil, &requestError{fmt.Sprintf("the validation took longer than %s and was stopped", h.cfg.Timeout)}
+	}
+	return out, err
+}
+
+// bounded applies the session limits to a request that runs on a store of its own.
+func (h *Handler) bounded(req *request) error {
+	if len(req.Schema) > maxSchemaBytes {
+		return &requestError{fmt.Sprintf("the schema is %d bytes; the playground holds at most %d", len(req.Schema), maxSchemaBytes)}
+	}
+	if n := strings.Count(req.Relationships, "\n") + 1; n > h.cfg.MaxRelationships*2 {
+		return &requestError{fmt.Sprintf("the relationships have %d lines; the playground holds at most %d relationships", n, h.cfg.MaxRelationships)}
+	}
+	return nil
+}
+
+func language(req *request) string {
+	if req.Language == "" {
+		return detectLanguage(req.Schema)
+	}
+	return req.Language
+}
+
+func (v *validation) runSpiceDB(ctx context.Context, req *request) error {
+	c := composeSpiceDB(req)
+	f, err := validationfile.Parse(fileName, []byte(c.text.String()))
+	if err != nil {
+		return v.problems(c, err)
+	}
+	rep, err := validationfile.Run(ctx, f)
+	if err != nil {
+		return v.problems(c, err)
+	}
+	v.Checked = rep.Checked
+	for _, fl := range rep.Failures {
+		v.add(c, fl.Assertion.Line, strings.TrimPrefix(fl.String(), fmt.Sprintf("%s:%d: ", fileName, fl.Assertion.Line)))
+	}
+	v.Notes = append(v.Notes, rep.Unchecked...)
+	return nil
+}
+
+func (v *validation) runPermify(ctx context.Context, req *request) error {
+	c := composePermify(req)
+	f, err := validationfile.ParsePermify(fileName, []byte(c.text.String()))
+	if err != nil {
+		return v.problems(c, err)
+	}
+	rep, err := validationfile.RunPermify(ctx, f)
+	if err != nil {
+		return v.problems(c, err)
+	}
+	v.Checked = rep.Checked
+	for _, fl := range rep.Failures {
+		v.add(c, fl.Line, fl.What+": "+fl.Msg)
+	}
+	return nil
+}
+
+// problems records why the file could not be run, each at its editor line.
+func (v *validation) problems(c *composed, err error) error {
+	var pe *validationfile.ProblemsError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	for _, p := range pe.Problems {
+		v.add(c, p.Line, p.Msg)
+	}
+	return nil
+}
+
+func (v *validation) add(c *composed, fileLine int, msg string) {
+	editor, line := c.locate(fileLine)
+	v.Failures = append(v.Failures, failure{Editor: editor, Line: line, Message: msg})
+}
+
+type exported struct {
+	Name string `json:"name"`
+	YAML string `json:"yaml"`
+}
+
+// export writes the page as a validation file: SpiceDB's format, or Permify's when
+// the schema is in Permify's language.
+func (h *Handler) export(_ *http.Request, req *request) (any, error) {
+	if err := h.bounded(req); err != nil {
+		return nil, err
+	}
+	c := composeSpiceDB(req)
+	if language(req) == permify {
+		c = composePermify(req)
+	}
+	return exported{Name: fileName, YAML: c.text.String()}, nil
+}
+
+// importFile splits a validation file into the page's editors.
+func (h *Handler) importFile(_ *http.Request, req *request) (any, error) {
+	return decompose(req.File)
+}
