@@ -8,6 +8,7 @@
 package playground
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ const (
 	DefaultMaxRelationships = 5000
 	DefaultMaxChecks        = 200
 	DefaultTimeout          = 5 * time.Second
+	DefaultMaxInflight      = 2
 )
 
 // Config bounds what the playground may hold: it is open to anyone who reaches the
@@ -42,8 +44,11 @@ type Config struct {
 	MaxRelationships int
 	// MaxChecks bounds the checks of one request.
 	MaxChecks int
-	// Timeout bounds one request's evaluation.
+	// Timeout bounds one request's evaluation, and its wait for a turn.
 	Timeout time.Duration
+	// MaxInflight is how many requests evaluate at once; others wait their turn, so
+	// that the playground cannot take the CPU from the server's own API.
+	MaxInflight int
 	// MaxDepth is the engine's depth limit; 0 means the engine's default.
 	MaxDepth int
 	// Now is the clock, for tests; default time.Now.
@@ -66,6 +71,9 @@ func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -76,13 +84,15 @@ func (c Config) withDefaults() Config {
 type Handler struct {
 	cfg    Config
 	mux    *http.ServeMux
+	turns  chan struct{} // a slot per request evaluating
 	mu     sync.Mutex
 	active map[string]*session // guarded by mu
 }
 
 // New returns a Handler.
 func New(cfg Config) *Handler {
-	h := &Handler{cfg: cfg.withDefaults(), mux: http.NewServeMux(), active: map[string]*session{}}
+	cfg = cfg.withDefaults()
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), turns: make(chan struct{}, cfg.MaxInflight), active: map[string]*session{}}
 	assets, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded folder is part of the binary
@@ -102,11 +112,14 @@ func New(cfg Config) *Handler {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// noStore keeps browsers from serving an old page after latch is upgraded.
+// noStore keeps browsers from serving an old page after latch is upgraded, and
+// sets the page's security headers.
 func noStore(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		// The page loads nothing but its own files and talks only to its own API.
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 		next.ServeHTTP(w, r)
 	})
 }
@@ -127,7 +140,7 @@ func (h *Handler) api(fn func(r *http.Request, req *request) (any, error)) http.
 		if err != nil {
 			err = &requestError{"reading the request: " + err.Error()}
 		} else {
-			out, err = fn(r, &req)
+			out, err = h.inTurn(r, &req, fn)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
@@ -141,6 +154,19 @@ func (h *Handler) api(fn func(r *http.Request, req *request) (any, error)) http.
 			out = map[string]string{"error": "internal error"}
 		}
 		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+// inTurn runs fn once fewer than MaxInflight requests are evaluating.
+func (h *Handler) inTurn(r *http.Request, req *request, fn func(r *http.Request, req *request) (any, error)) (any, error) {
+	wait, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	select {
+	case h.turns <- struct{}{}:
+		defer func() { <-h.turns }()
+		return fn(r, req)
+	case <-wait.Done():
+		return nil, &requestError{"the playground is busy; try again in a moment"}
 	}
 }
 

@@ -335,7 +335,18 @@ function showChecks(checks) {
       const sum = document.createElement("summary");
       const [kind, label] = RESULT_LABEL[c.result];
       sum.append(badge(kind, label), code(c.text));
-      d.append(sum, treeList([c.trace]));
+      // The trace's first step is the check itself: its time goes in the summary and
+      // its caveats and steps under it.
+      const root = c.trace;
+      if (root.children && root.children.length) {
+        const meta = document.createElement("span");
+        meta.className = "meta";
+        meta.textContent = " · " + formatMicros(root.micros);
+        sum.append(meta);
+        d.append(sum, ...caveatLines(root), treeList(root.children));
+      } else {
+        d.append(sum, treeList([root]));
+      }
       li.append(d);
     }
     list.append(li);
@@ -383,14 +394,7 @@ function treeList(nodes) {
       per.textContent = " — " + n.results.map((r) => `${r.id}: ${RESULT_LABEL[r.result][1]}`).join(", ");
       head.append(per);
     }
-    const extra = [];
-    for (const c of n.caveats || []) {
-      const cv = document.createElement("div");
-      cv.className = "caveat";
-      const missing = c.missing ? ` (missing ${c.missing.join(", ")})` : "";
-      cv.textContent = `caveat ${c.caveat} on ${n.type}:${c.resourceId}: ${c.expression} with ${JSON.stringify(c.context)} → ${c.result}${missing}`;
-      extra.push(cv);
-    }
+    const extra = caveatLines(n);
     if (n.children && n.children.length) {
       const d = document.createElement("details");
       const s = document.createElement("summary");
@@ -403,6 +407,17 @@ function treeList(nodes) {
     ul.append(li);
   }
   return ul;
+}
+
+// caveatLines describes the caveats a step evaluated: expression, context, outcome.
+function caveatLines(n) {
+  return (n.caveats || []).map((c) => {
+    const cv = document.createElement("div");
+    cv.className = "caveat";
+    const missing = c.missing ? ` (missing ${c.missing.join(", ")})` : "";
+    cv.textContent = `caveat ${c.caveat} on ${n.type}:${c.resourceId}: ${c.expression} with ${JSON.stringify(c.context)} → ${c.result}${missing}`;
+    return cv;
+  });
 }
 
 function summarize(results) {
@@ -486,8 +501,8 @@ async function importYAML(text) {
   try {
     const out = await api("import", { file: text });
     load({ ...out, language: out.language === "permify" ? "permify" : "", checks: undefined });
-    setStatus("loaded the validation file");
     await runChecks();
+    setStatus("loaded the validation file");
   } catch (e) {
     setStatus(e.message, true);
   }
