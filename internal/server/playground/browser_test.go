@@ -190,6 +190,10 @@ func startBrowser(t *testing.T) *browserSession {
 		out = t.TempDir()
 	}
 	out = filepath.Join(out, "playground")
+	// Screenshots of an earlier run would read as this run's.
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
