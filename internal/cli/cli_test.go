@@ -83,9 +83,9 @@ func TestValidateGoodAndBadFiles(t *testing.T) {
 	r = latch(t, "validate", "testdata/good.yaml", "testdata/bad.yaml")
 	want := []string{
 		"testdata/good.yaml: 3 assertions held",
-		`testdata/bad.yaml:13: assertTrue "document:readme#view@user:bob": expected HAS_PERMISSION, got NO_PERMISSION`,
-		`testdata/bad.yaml:15: assertFalse "document:readme#view@user:alice": expected NO_PERMISSION, got HAS_PERMISSION`,
-		"testdata/bad.yaml: 2 of 3 assertions failed",
+		`testdata/bad.yaml:13: assertTrue "document:readme#view@user:bob": expected HAS_PERMISSION, found NO_PERMISSION`,
+		`testdata/bad.yaml:15: assertFalse "document:readme#view@user:alice": expected NO_PERMISSION, found HAS_PERMISSION`,
+		"testdata/bad.yaml: 2 failures (3 assertions checked)",
 	}
 	if r.code != 1 || r.out != strings.Join(want, "\n")+"\n" {
 		t.Errorf("bad file: code %d, stdout:\n%s\nwant status 1 and:\n%s", r.code, r.out, strings.Join(want, "\n"))

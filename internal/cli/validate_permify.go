@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,27 +12,24 @@ import (
 // validatePermifyFile runs path if it is a validation file in Permify's format
 // (schema in Permify's language, scenarios with checks, entity_filters and
 // subject_filters). isPermify is false for every other file, which the SpiceDB-format
-// runner then reads; passed says whether every expectation held.
-func validatePermifyFile(ctx context.Context, path string, out io.Writer) (isPermify, passed bool) {
+// runner then reads; passed says whether every expectation held. update is refused:
+// Permify's format has no section of computed answers to rewrite.
+func validatePermifyFile(ctx context.Context, path string, update bool, out io.Writer) (isPermify, passed bool) {
 	src, err := os.ReadFile(path)
 	if err != nil || !validationfile.IsPermify(src) {
 		return false, false
 	}
-	f, err := validationfile.ParsePermify(path, src)
+	if update {
+		fmt.Fprintf(out, "%s: not updated: --update rewrites SpiceDB's validation section, which Permify's format does not have\n", path)
+		return true, false
+	}
+	f, err := validationfile.LoadPermify(path)
 	var rep validationfile.PermifyReport
 	if err == nil {
 		rep, err = validationfile.RunPermify(ctx, f)
 	}
-	var probs *validationfile.ProblemsError
-	switch {
-	case errors.As(err, &probs):
-		for _, p := range probs.Problems {
-			fmt.Fprintln(out, p.String())
-		}
-		fmt.Fprintf(out, "%s: not run: %s\n", path, plural(len(probs.Problems), "problem"))
-		return true, false
-	case err != nil:
-		fmt.Fprintf(out, "%s: %v\n", path, err)
+	if err != nil {
+		printProblems(out, path, err)
 		return true, false
 	}
 	for _, fl := range rep.Failures {

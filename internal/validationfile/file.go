@@ -1,7 +1,10 @@
-// Package validationfile owns SpiceDB-style validation files: YAML holding a schema,
-// relationships and assertions (`assertTrue`, `assertFalse`, `assertCaveated`). It
-// parses them, naming the file line of every problem, and runs them in-process against
-// a fresh memory store and the engine, reporting every assertion that does not hold.
+// Package validationfile owns validation files. SpiceDB's format is YAML holding a
+// schema, relationships, assertions (`assertTrue`, `assertFalse`, `assertCaveated`) and
+// expected relations (the `validation` section, with zed's semantics); Permify's holds
+// a schema, relationships, attributes and scenarios. The package parses them, naming
+// the file line of every problem, runs them in-process against a fresh memory store and
+// the engine, reports every expectation that does not hold, and renders the expected
+// relations a file's data actually gives (`latch validate --update`).
 package validationfile
 
 import (
@@ -83,9 +86,8 @@ type File struct {
 	SchemaFile    string
 	Relationships []Relationship
 	Assertions    []Assertion
-	// ExpectedRelations is SpiceDB's `validation` section (expected subjects per
-	// `type:id#permission`), kept as written. Run does not check it yet and says so.
-	ExpectedRelations map[string][]string
+	// Validation is SpiceDB's `validation` section (expected relations), in file order.
+	Validation []ExpectedRelation
 
 	schemaLoc locator
 }
@@ -137,7 +139,7 @@ func Parse(name string, src []byte) (*File, error) {
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return nil, &ProblemsError{Problems: []Problem{{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}}
 	}
-	p := &parser{name: name, src: src, f: &File{Name: name}}
+	p := &parser{yamlReader: yamlReader{name: name, src: src}, f: &File{Name: name}}
 	p.document(&doc)
 	if err := p.probs.err(); err != nil {
 		return nil, err
@@ -145,16 +147,22 @@ func Parse(name string, src []byte) (*File, error) {
 	return p.f, nil
 }
 
-// parser holds the state of one Parse.
-type parser struct {
+// yamlReader is what reading either format's YAML needs: the file's name and text,
+// and the problems found so far.
+type yamlReader struct {
 	name  string
 	src   []byte
-	f     *File
 	probs problems
 }
 
-func (p *parser) pos(n *yaml.Node) position {
+func (p *yamlReader) pos(n *yaml.Node) position {
 	return position{File: p.name, Line: n.Line, Col: n.Column}
+}
+
+// parser holds the state of one Parse.
+type parser struct {
+	yamlReader
+	f *File
 }
 
 func (p *parser) document(doc *yaml.Node) {

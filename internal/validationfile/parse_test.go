@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -88,8 +89,8 @@ func TestParseGoodFile(t *testing.T) {
 	if got := f.Assertions[1].Check.Subject; got != want {
 		t.Errorf("subject of assertion 1 = %+v, want %+v", got, want)
 	}
-	if f.ExpectedRelations != nil {
-		t.Errorf("validation: null kept as %v", f.ExpectedRelations)
+	if f.Validation != nil {
+		t.Errorf("validation: null kept as %v", f.Validation)
 	}
 }
 
@@ -164,13 +165,20 @@ func TestParseRejectsShapes(t *testing.T) {
 	}
 }
 
-func TestParseKeepsExpectedRelations(t *testing.T) {
+func TestParseExpectedRelations(t *testing.T) {
 	f, err := Parse("v.yaml", []byte("validation:\n  document:1#view:\n    - '[user:alice] is <document:1#viewer>'\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.ExpectedRelations["document:1#view"]; len(got) != 1 {
-		t.Errorf("expected relations = %v", f.ExpectedRelations)
+	want := ExpectedRelation{
+		Key: "document:1#view", Resource: rel.ObjectRef{Type: "document", ID: "1"}, Permission: "view", Line: 2, Col: 3,
+		Subjects: []ExpectedSubject{{
+			Text: "[user:alice] is <document:1#viewer>", Line: 3, Col: 7,
+			Subject: SubjectText{Subject: "user:alice"}, Resources: []string{"document:1#viewer"},
+		}},
+	}
+	if len(f.Validation) != 1 || !reflect.DeepEqual(f.Validation[0], want) {
+		t.Errorf("validation = %+v, want %+v", f.Validation, want)
 	}
 }
 

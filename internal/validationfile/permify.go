@@ -1,31 +1,24 @@
 package validationfile
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/latch-authz/latch/internal/engine"
-	"github.com/latch-authz/latch/internal/rel"
-	"github.com/latch-authz/latch/internal/schema"
-	"github.com/latch-authz/latch/internal/schema/perm"
-	"github.com/latch-authz/latch/internal/server/permify"
-	"github.com/latch-authz/latch/internal/store/memory"
 )
 
 // PermifyFile is a validation file in Permify's format: a schema in Permify's
 // language, relationships, attributes (`entity:id$name|type:value`) and scenarios
 // whose checks, entity_filters and subject_filters state expected answers.
 type PermifyFile struct {
-	Name          string
-	Schema        string
+	Name   string
+	Schema string
+	// SchemaPath is the `schema` key when it names a schema file rather than holding
+	// the schema (a path relative to the file's directory); LoadPermify reads it.
+	SchemaPath    string
 	schemaLoc     locator
 	Relationships []Line
 	Attributes    []Line
@@ -40,16 +33,26 @@ type Line struct {
 
 // Scenario is one named group of expectations.
 type Scenario struct {
-	Name           string
-	Checks         []PermifyCheck
-	EntityFilters  []Filter
-	SubjectFilters []Filter
+	Name, Description string
+	Checks            []PermifyCheck
+	EntityFilters     []Filter
+	SubjectFilters    []Filter
+}
+
+// PermifyContext is a check's or filter's context: contextual tuples and attributes,
+// which count for that query alone as if written, and data that rules read as
+// `context.data.x`.
+type PermifyContext struct {
+	Tuples     []Line
+	Attributes []Line
+	Data       map[string]any
 }
 
 // PermifyCheck expects, for one entity and subject, each named permission's answer.
 type PermifyCheck struct {
 	Entity, Subject string
-	Context         map[string]any
+	Line            int
+	Context         PermifyContext
 	Expect          []Expected[bool]
 }
 
@@ -58,7 +61,8 @@ type PermifyCheck struct {
 // Subject (a subject reference, `user` or `team#member`) on Entity.
 type Filter struct {
 	EntityType, Entity, Subject string
-	Context                     map[string]any
+	Line                        int
+	Context                     PermifyContext
 	Expect                      []Expected[[]string]
 }
 
@@ -83,317 +87,213 @@ func IsPermify(src []byte) bool {
 	return strings.HasPrefix(strings.TrimSpace(s), "entity ") || strings.Contains(s, "\nentity ")
 }
 
-// LoadPermify reads and parses the Permify validation file at path.
+// LoadPermify reads and parses the Permify validation file at path, and the schema
+// file its `schema` names, if it names one (read relative to the file's directory,
+// never outside it). Permify also accepts a URL there; latch validates offline and
+// says so.
 func LoadPermify(path string) (*PermifyFile, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParsePermify(path, src)
-}
-
-type permifyYAML struct {
-	Schema        yaml.Node   `yaml:"schema"`
-	Relationships []yaml.Node `yaml:"relationships"`
-	Attributes    []yaml.Node `yaml:"attributes"`
-	Scenarios     []struct {
-		Name   string `yaml:"name"`
-		Checks []struct {
-			Entity     string         `yaml:"entity"`
-			Subject    string         `yaml:"subject"`
-			Context    map[string]any `yaml:"context"`
-			Assertions yaml.Node      `yaml:"assertions"`
-		} `yaml:"checks"`
-		EntityFilters []struct {
-			EntityType string         `yaml:"entity_type"`
-			Subject    string         `yaml:"subject"`
-			Context    map[string]any `yaml:"context"`
-			Assertions yaml.Node      `yaml:"assertions"`
-		} `yaml:"entity_filters"`
-		SubjectFilters []struct {
-			SubjectReference string         `yaml:"subject_reference"`
-			Entity           string         `yaml:"entity"`
-			Context          map[string]any `yaml:"context"`
-			Assertions       yaml.Node      `yaml:"assertions"`
-		} `yaml:"subject_filters"`
-	} `yaml:"scenarios"`
-}
-
-// ParsePermify parses a Permify validation file; problems are a *ProblemsError.
-func ParsePermify(name string, src []byte) (*PermifyFile, error) {
-	var y permifyYAML
-	if err := yaml.Unmarshal(src, &y); err != nil {
-		return nil, &ProblemsError{Problems: []Problem{{File: name, Msg: "not a valid Permify validation file: " + err.Error()}}}
+	f, err := ParsePermify(path, src)
+	if err != nil || f.SchemaPath == "" {
+		return f, err
 	}
-	f := &PermifyFile{Name: name, Schema: y.Schema.Value, schemaLoc: newLocator(name, src, &y.Schema)}
-	var probs []Problem
-	for _, n := range y.Relationships {
-		f.Relationships = append(f.Relationships, Line{n.Value, n.Line})
+	problem := func(msg string) error {
+		return &ProblemsError{Problems: []Problem{{File: f.Name, Line: f.schemaLoc.firstLine, Msg: msg}}}
 	}
-	for _, n := range y.Attributes {
-		f.Attributes = append(f.Attributes, Line{n.Value, n.Line})
+	if strings.HasPrefix(f.SchemaPath, "http://") || strings.HasPrefix(f.SchemaPath, "https://") {
+		return nil, problem(fmt.Sprintf("schema %q: latch validate does not fetch schemas over the network; download it and name the file", f.SchemaPath))
 	}
-	for _, s := range y.Scenarios {
-		sc := Scenario{Name: s.Name}
-		for _, c := range s.Checks {
-			exp, p := assertions[bool](name, &c.Assertions)
-			probs = append(probs, p...)
-			sc.Checks = append(sc.Checks, PermifyCheck{Entity: c.Entity, Subject: c.Subject, Context: c.Context, Expect: exp})
-		}
-		for _, c := range s.EntityFilters {
-			exp, p := assertions[[]string](name, &c.Assertions)
-			probs = append(probs, p...)
-			sc.EntityFilters = append(sc.EntityFilters, Filter{EntityType: c.EntityType, Subject: c.Subject, Context: c.Context, Expect: exp})
-		}
-		for _, c := range s.SubjectFilters {
-			exp, p := assertions[[]string](name, &c.Assertions)
-			probs = append(probs, p...)
-			sc.SubjectFilters = append(sc.SubjectFilters, Filter{Entity: c.Entity, Subject: c.SubjectReference, Context: c.Context, Expect: exp})
-		}
-		f.Scenarios = append(f.Scenarios, sc)
+	dir := filepath.Dir(path)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
 	}
-	if len(probs) > 0 {
-		return nil, &ProblemsError{Problems: probs}
+	defer root.Close()
+	text, err := root.ReadFile(filepath.FromSlash(f.SchemaPath))
+	if err != nil {
+		return nil, problem(fmt.Sprintf("schema file %q: %v", f.SchemaPath, err))
 	}
+	f.Schema = string(text)
+	f.schemaLoc = identityLocator(filepath.Join(dir, f.SchemaPath), f.Schema)
 	return f, nil
 }
 
-// assertions reads a `permission: value` mapping in file order.
-func assertions[T any](file string, n *yaml.Node) ([]Expected[T], []Problem) {
-	var out []Expected[T]
-	var probs []Problem
+// isSchemaPath reports whether a `schema` value names a file or URL: one line that
+// holds no schema declaration.
+func isSchemaPath(s string) bool {
+	s = strings.TrimSpace(s)
+	return s != "" && !strings.ContainsAny(s, "\n{}") && !strings.HasPrefix(s, "entity ")
+}
+
+// ParsePermify parses a Permify validation file; problems are a *ProblemsError. A
+// `schema` naming a file is recorded in SchemaPath (LoadPermify reads it).
+func ParsePermify(name string, src []byte) (*PermifyFile, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, &ProblemsError{Problems: []Problem{{File: name, Msg: "not a valid Permify validation file: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+	}
+	p := &permifyParser{yamlReader: yamlReader{name: name, src: src}, f: &PermifyFile{Name: name}}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		p.probs.add(position{File: name}, "expected a mapping with keys schema, relationships, attributes, scenarios")
+		return nil, p.probs.err()
+	}
+	p.top(doc.Content[0])
+	if err := p.probs.err(); err != nil {
+		return nil, err
+	}
+	return p.f, nil
+}
+
+type permifyParser struct {
+	yamlReader
+	f *PermifyFile
+}
+
+// fields returns a mapping's values by key, reporting keys outside allowed (a typo
+// would otherwise silently drop expectations) and values that are not mappings.
+func (p *permifyParser) fields(what string, n *yaml.Node, allowed ...string) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	if isNull(n) {
+		return out
+	}
+	if n.Kind != yaml.MappingNode {
+		p.probs.add(p.pos(n), "%s: expected a mapping with keys %s, found %s", what, strings.Join(allowed, ", "), kindName(n))
+		return out
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		var want T
-		if err := v.Decode(&want); err != nil {
-			probs = append(probs, Problem{File: file, Line: v.Line, Col: v.Column, Msg: fmt.Sprintf("assertion %q: %v", k.Value, err)})
+		k := n.Content[i]
+		if !slices.Contains(allowed, k.Value) {
+			p.probs.add(p.pos(k), "%s: unknown key %q (expected %s)", what, k.Value, strings.Join(allowed, ", "))
 			continue
 		}
-		out = append(out, Expected[T]{Permission: k.Value, Want: want, Line: k.Line})
-	}
-	return out, probs
-}
-
-// PermifyFailure is an expectation that did not hold.
-type PermifyFailure struct {
-	File string
-	Line int
-	What string // `check repository:1#push@user:1`
-	Msg  string
-}
-
-func (f PermifyFailure) String() string {
-	return fmt.Sprintf("%s:%d: %s: %s", f.File, f.Line, f.What, f.Msg)
-}
-
-// PermifyReport is the outcome of running a Permify validation file.
-type PermifyReport struct {
-	File     string
-	Checked  int
-	Failures []PermifyFailure
-}
-
-// OK reports whether every expectation held.
-func (r PermifyReport) OK() bool { return len(r.Failures) == 0 }
-
-// RunPermify runs f against a fresh memory store through latch's Permify API adapter,
-// so the file sees exactly what a Permify client of `latch serve` would.
-func RunPermify(ctx context.Context, f *PermifyFile) (PermifyReport, error) {
-	st := memory.New(memory.Options{GCInterval: -1})
-	defer st.Close()
-	h, err := permify.New(permify.Config{Engine: engine.New(engine.Config{}), Default: st})
-	if err != nil {
-		return PermifyReport{}, err
-	}
-	defer h.Close()
-	r := &permifyRun{ctx: ctx, h: h, f: f, rep: PermifyReport{File: f.Name}}
-	if err := r.load(); err != nil {
-		return PermifyReport{}, err
-	}
-	for _, s := range f.Scenarios {
-		r.scenario(s)
-	}
-	return r.rep, nil
-}
-
-type permifyRun struct {
-	ctx context.Context
-	h   *permify.Handler
-	f   *PermifyFile
-	rep PermifyReport
-}
-
-func (r *permifyRun) call(endpoint string, req any, resp any) error {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	out, err := r.h.Call(r.ctx, permify.DefaultTenant, endpoint, body)
-	if err != nil {
-		return err
-	}
-	return json.NewDecoder(bytes.NewReader(out)).Decode(resp)
-}
-
-// load writes the schema, relationships and attributes; any problem stops the run.
-func (r *permifyRun) load() error {
-	var discard map[string]any
-	if err := schemaProblems(r.f); err != nil {
-		return err
-	}
-	if err := r.call("schemas/write", map[string]any{"schema": r.f.Schema}, &discard); err != nil {
-		return &ProblemsError{Problems: []Problem{{File: r.f.Name, Line: r.f.schemaLoc.firstLine, Msg: err.Error()}}}
-	}
-	var probs []Problem
-	for _, l := range r.f.Relationships {
-		t, err := tupleJSON(l.Text)
-		if err == nil {
-			err = r.call("data/write", map[string]any{"tuples": []any{t}}, &discard)
-		}
-		if err != nil {
-			probs = append(probs, Problem{File: r.f.Name, Line: l.Line, Msg: fmt.Sprintf("relationship %q: %v", l.Text, err)})
-		}
-	}
-	for _, l := range r.f.Attributes {
-		a, err := attributeJSON(l.Text)
-		if err == nil {
-			err = r.call("data/write", map[string]any{"attributes": []any{a}}, &discard)
-		}
-		if err != nil {
-			probs = append(probs, Problem{File: r.f.Name, Line: l.Line, Msg: fmt.Sprintf("attribute %q: %v", l.Text, err)})
-		}
-	}
-	if len(probs) > 0 {
-		return &ProblemsError{Problems: probs}
-	}
-	return nil
-}
-
-// schemaProblems compiles the schema to report its problems at file lines.
-func schemaProblems(f *PermifyFile) error {
-	_, err := perm.Compile(f.Schema)
-	var de *schema.DiagnosticsError
-	if !errors.As(err, &de) {
-		return nil
-	}
-	probs := make([]Problem, len(de.Diagnostics))
-	for i, d := range de.Diagnostics {
-		p := f.schemaLoc.atLineCol(d.Pos.Line, d.Pos.Col)
-		probs[i] = Problem{File: f.Name, Line: p.Line, Col: p.Col, Msg: "schema: " + d.Msg}
-	}
-	return &ProblemsError{Problems: probs}
-}
-
-func (r *permifyRun) fail(line int, what, format string, args ...any) {
-	r.rep.Failures = append(r.rep.Failures, PermifyFailure{File: r.f.Name, Line: line, What: what, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (r *permifyRun) scenario(s Scenario) {
-	for _, c := range s.Checks {
-		for _, e := range c.Expect {
-			r.rep.Checked++
-			what := fmt.Sprintf("scenario %q: check %s#%s@%s", s.Name, c.Entity, e.Permission, c.Subject)
-			var resp struct{ Can string }
-			err := r.call("permissions/check", map[string]any{
-				"entity": objectJSON(c.Entity), "permission": e.Permission,
-				"subject": objectJSON(c.Subject), "context": c.Context,
-			}, &resp)
-			switch {
-			case err != nil:
-				r.fail(e.Line, what, "error: %v", err)
-			case (resp.Can == "CHECK_RESULT_ALLOWED") != e.Want:
-				r.fail(e.Line, what, "expected %v, got %s", e.Want, resp.Can)
-			}
-		}
-	}
-	for _, flt := range s.EntityFilters {
-		for _, e := range flt.Expect {
-			var resp struct {
-				EntityIDs []string `json:"entity_ids"`
-			}
-			err := r.call("permissions/lookup-entity", map[string]any{
-				"entity_type": flt.EntityType, "permission": e.Permission,
-				"subject": objectJSON(flt.Subject), "context": flt.Context,
-			}, &resp)
-			r.compareIDs(e, fmt.Sprintf("scenario %q: entity filter %s#%s@%s", s.Name, flt.EntityType, e.Permission, flt.Subject), resp.EntityIDs, err)
-		}
-	}
-	for _, flt := range s.SubjectFilters {
-		for _, e := range flt.Expect {
-			var resp struct {
-				SubjectIDs []string `json:"subject_ids"`
-			}
-			err := r.call("permissions/lookup-subject", map[string]any{
-				"entity": objectJSON(flt.Entity), "permission": e.Permission,
-				"subject_reference": objectJSON(flt.Subject), "context": flt.Context,
-			}, &resp)
-			r.compareIDs(e, fmt.Sprintf("scenario %q: subject filter %s#%s@%s", s.Name, flt.Entity, e.Permission, flt.Subject), resp.SubjectIDs, err)
-		}
-	}
-}
-
-func (r *permifyRun) compareIDs(e Expected[[]string], what string, got []string, err error) {
-	r.rep.Checked++
-	want := slices.Clone(e.Want)
-	slices.Sort(want)
-	slices.Sort(got)
-	switch {
-	case err != nil:
-		r.fail(e.Line, what, "error: %v", err)
-	case !slices.Equal(want, got) && !(len(want) == 0 && len(got) == 0):
-		r.fail(e.Line, what, "expected %v, got %v", want, got)
-	}
-}
-
-// objectJSON turns `type:id`, `type:id#rel` or a bare `type[#rel]` into wire JSON.
-func objectJSON(s string) map[string]any {
-	out := map[string]any{}
-	obj, relation, _ := strings.Cut(s, "#")
-	typ, id, _ := strings.Cut(obj, ":")
-	out["type"] = typ
-	if id != "" {
-		out["id"] = id
-	}
-	if relation != "" {
-		out["relation"] = relation
+		out[k.Value] = n.Content[i+1]
 	}
 	return out
 }
 
-func tupleJSON(s string) (map[string]any, error) {
-	r, err := rel.Parse(s)
-	if err != nil {
-		return nil, err
+// decode decodes an optional value, reporting a mismatch at its line.
+func (p *permifyParser) decode(what string, n *yaml.Node, v any) {
+	if n == nil || isNull(n) {
+		return
 	}
-	if r.Caveat != nil || r.Expiration != nil {
-		return nil, errors.New("relationships in Permify have no caveats or expiration")
+	if err := n.Decode(v); err != nil {
+		p.probs.add(p.pos(n), "%s: %s", what, strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "))
 	}
-	subject := map[string]any{"type": r.Subject.Object.Type, "id": r.Subject.Object.ID}
-	if r.Subject.Relation != "" {
-		subject["relation"] = r.Subject.Relation
-	}
-	return map[string]any{
-		"entity":   map[string]any{"type": r.Resource.Type, "id": r.Resource.ID},
-		"relation": r.Relation, "subject": subject,
-	}, nil
 }
 
-// attributeJSON parses `entity:id$name|type:value` (value in JSON; a string may be
-// written bare).
-func attributeJSON(s string) (map[string]any, error) {
-	obj, rest, ok := strings.Cut(s, "$")
-	name, typed, ok2 := strings.Cut(rest, "|")
-	typ, value, ok3 := strings.Cut(typed, ":")
-	typeName, id, ok4 := strings.Cut(obj, ":")
-	if !ok || !ok2 || !ok3 || !ok4 {
-		return nil, fmt.Errorf("expected `entity:id$attribute|type:value`")
+// lines reads a list of strings with their lines.
+func (p *permifyParser) lines(what string, n *yaml.Node) []Line {
+	if n == nil || isNull(n) {
+		return nil
 	}
-	var v any
-	if err := json.Unmarshal([]byte(value), &v); err != nil {
-		if !strings.HasPrefix(typ, "string") {
-			return nil, fmt.Errorf("value %q is not valid for type %s", value, typ)
+	if n.Kind != yaml.SequenceNode {
+		p.probs.add(p.pos(n), "%s: expected a list, found %s", what, kindName(n))
+		return nil
+	}
+	out := make([]Line, 0, len(n.Content))
+	for _, item := range n.Content {
+		if item.Kind != yaml.ScalarNode {
+			p.probs.add(p.pos(item), "%s: expected text, found %s", what, kindName(item))
+			continue
 		}
-		v = value
+		out = append(out, Line{Text: item.Value, Line: item.Line})
 	}
-	return map[string]any{"entity": map[string]any{"type": typeName, "id": id}, "attribute": name, "value": v}, nil
+	return out
+}
+
+// items returns the entries of an optional list.
+func (p *permifyParser) items(what string, n *yaml.Node) []*yaml.Node {
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.probs.add(p.pos(n), "%s: expected a list, found %s", what, kindName(n))
+		return nil
+	}
+	return n.Content
+}
+
+func (p *permifyParser) top(n *yaml.Node) {
+	top := p.fields("file", n, "schema", "relationships", "attributes", "scenarios")
+	if s := top["schema"]; s != nil {
+		p.decode("schema", s, &p.f.Schema)
+		p.f.schemaLoc = newLocator(p.name, p.src, s)
+		if isSchemaPath(p.f.Schema) {
+			p.f.SchemaPath, p.f.Schema = strings.TrimSpace(p.f.Schema), ""
+		}
+	}
+	p.f.Relationships = p.lines("relationships", top["relationships"])
+	p.f.Attributes = p.lines("attributes", top["attributes"])
+	for _, s := range p.items("scenarios", top["scenarios"]) {
+		p.f.Scenarios = append(p.f.Scenarios, p.scenario(s))
+	}
+}
+
+func (p *permifyParser) scenario(n *yaml.Node) Scenario {
+	fs := p.fields("scenario", n, "name", "description", "checks", "entity_filters", "subject_filters")
+	var sc Scenario
+	p.decode("name", fs["name"], &sc.Name)
+	p.decode("description", fs["description"], &sc.Description)
+	for _, c := range p.items("checks", fs["checks"]) {
+		cf := p.fields("check", c, "entity", "subject", "context", "assertions")
+		pc := PermifyCheck{Line: c.Line, Context: p.context(cf["context"]), Expect: expectations[bool](p, cf["assertions"])}
+		p.decode("entity", cf["entity"], &pc.Entity)
+		p.decode("subject", cf["subject"], &pc.Subject)
+		sc.Checks = append(sc.Checks, pc)
+	}
+	for _, c := range p.items("entity_filters", fs["entity_filters"]) {
+		flt, cf := p.filter("entity filter", c, "entity_type", "subject")
+		p.decode("entity_type", cf["entity_type"], &flt.EntityType)
+		p.decode("subject", cf["subject"], &flt.Subject)
+		sc.EntityFilters = append(sc.EntityFilters, flt)
+	}
+	for _, c := range p.items("subject_filters", fs["subject_filters"]) {
+		flt, cf := p.filter("subject filter", c, "subject_reference", "entity")
+		p.decode("subject_reference", cf["subject_reference"], &flt.Subject)
+		p.decode("entity", cf["entity"], &flt.Entity)
+		sc.SubjectFilters = append(sc.SubjectFilters, flt)
+	}
+	return sc
+}
+
+// filter reads what both kinds of filter share and returns the fields, of which the
+// caller reads its two own keys.
+func (p *permifyParser) filter(what string, n *yaml.Node, keys ...string) (Filter, map[string]*yaml.Node) {
+	cf := p.fields(what, n, append(keys, "context", "assertions")...)
+	return Filter{Line: n.Line, Context: p.context(cf["context"]), Expect: expectations[[]string](p, cf["assertions"])}, cf
+}
+
+func (p *permifyParser) context(n *yaml.Node) PermifyContext {
+	if n == nil {
+		return PermifyContext{}
+	}
+	fs := p.fields("context", n, "tuples", "attributes", "data")
+	c := PermifyContext{Tuples: p.lines("context tuples", fs["tuples"]), Attributes: p.lines("context attributes", fs["attributes"])}
+	p.decode("context data", fs["data"], &c.Data)
+	return c
+}
+
+// expectations reads a `permission: value` mapping in file order.
+func expectations[T any](p *permifyParser, n *yaml.Node) []Expected[T] {
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.probs.add(p.pos(n), "assertions: expected a mapping of permission to expected answer, found %s", kindName(n))
+		return nil
+	}
+	var out []Expected[T]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var want T
+		if err := v.Decode(&want); err != nil {
+			p.probs.add(p.pos(v), "assertion %q: %s", k.Value, strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "))
+			continue
+		}
+		out = append(out, Expected[T]{Permission: k.Value, Want: want, Line: k.Line})
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package validationfile
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -88,15 +90,7 @@ func TestPermifyFilePasses(t *testing.T) {
 	if IsPermify([]byte("schema: |-\n  definition user {}\n")) {
 		t.Fatal("IsPermify = true for a SpiceDB file")
 	}
-	f, err := ParsePermify("good.yaml", []byte(permifyGood))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := RunPermify(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() || rep.Checked != 9 {
+	if rep := runPermifySource(t, "good.yaml", permifyGood); !rep.OK() || rep.Checked != 9 {
 		t.Errorf("report: checked %d, failures %v", rep.Checked, rep.Failures)
 	}
 }
@@ -104,21 +98,13 @@ func TestPermifyFilePasses(t *testing.T) {
 func TestPermifyFileFailuresNameTheirLines(t *testing.T) {
 	src := strings.Replace(permifyGood, "          push: true", "          push: false", 1)
 	src = strings.Replace(src, `read: ["r1", "r3"]`, `read: ["r1"]`, 1)
-	f, err := ParsePermify("bad.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := RunPermify(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, fl := range rep.Failures {
+	for _, fl := range runPermifySource(t, "bad.yaml", src).Failures {
 		got = append(got, fl.String())
 	}
 	want := []string{
-		`bad.yaml:46: scenario "basics": check repository:r2#push@user:cid: expected false, got CHECK_RESULT_ALLOWED`,
-		`bad.yaml:66: scenario "basics": entity filter repository#read@user:ann: expected [r1], got [r1 r3]`,
+		`bad.yaml:46: scenario "basics": check repository:r2#push@user:cid: expected false, found true (CHECK_RESULT_ALLOWED)`,
+		`bad.yaml:66: scenario "basics": entity filter repository#read@user:ann: expected [r1], found [r1, r3]`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -149,6 +135,140 @@ func TestPermifyFileProblems(t *testing.T) {
 		var pe *ProblemsError
 		if !errors.As(err, &pe) || !strings.Contains(pe.Error(), c.want) {
 			t.Errorf("got %v, want a problem containing %q", err, c.want)
+		}
+	}
+}
+
+const permifyContextual = `schema: >-
+    entity user {}
+
+    entity repository {
+        relation owner @user
+        attribute is_public boolean
+        permission read = is_public or owner
+        permission edit = owner
+    }
+
+relationships:
+  - repository:r1#owner@user:ann
+
+scenarios:
+  - name: "contextual data"
+    description: "tuples and attributes given with one query count for that query alone"
+    checks:
+      - entity: "repository:r2"
+        subject: "user:bob"
+        context:
+          tuples:
+            - "repository:r2#owner@user:bob"
+          attributes: []
+          data: {}
+        assertions:
+          edit: true
+      - entity: "repository:r2"
+        subject: "user:bob"
+        assertions:
+          edit: false
+    entity_filters:
+      - entity_type: "repository"
+        subject: "user:cy"
+        context:
+          attributes:
+            - "repository:r3$is_public|boolean:true"
+        assertions:
+          read: ["r3"]
+      - entity_type: "repository"
+        subject: "user:cy"
+        assertions:
+          read: []
+    subject_filters:
+      - subject_reference: "user"
+        entity: "repository:r1"
+        context:
+          tuples:
+            - "repository:r1#owner@user:dee"
+        assertions:
+          edit: ["ann", "dee"]
+`
+
+func runPermifySource(t *testing.T, name, src string) PermifyReport {
+	t.Helper()
+	f, err := ParsePermify(name, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := RunPermify(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestPermifyContextualTuplesAndAttributes(t *testing.T) {
+	if rep := runPermifySource(t, "c.yaml", permifyContextual); !rep.OK() || rep.Checked != 5 {
+		t.Errorf("checked %d, failures %v; want 5 checked, all held", rep.Checked, rep.Failures)
+	}
+	// Without its contextual tuple the first check fails, at its assertion's line.
+	src := strings.Replace(permifyContextual, `            - "repository:r2#owner@user:bob"`, `            - "repository:r2#owner@user:eve"`, 1)
+	rep := runPermifySource(t, "c.yaml", src)
+	want := `c.yaml:26: scenario "contextual data": check repository:r2#edit@user:bob: expected true, found false (CHECK_RESULT_DENIED)`
+	if len(rep.Failures) != 1 || rep.Failures[0].String() != want {
+		t.Errorf("failures %v, want %q", rep.Failures, want)
+	}
+	// A contextual tuple that cannot be written fails its query at its own line.
+	src = strings.Replace(permifyContextual, `            - "repository:r1#owner@user:dee"`, `            - "repository:r1#owner@repository:r2"`, 1)
+	rep = runPermifySource(t, "c.yaml", src)
+	if len(rep.Failures) != 1 || rep.Failures[0].Line != 48 || !strings.Contains(rep.Failures[0].Msg, `contextual tuple "repository:r1#owner@repository:r2"`) {
+		t.Errorf("failures %v, want one on line 48 naming the contextual tuple", rep.Failures)
+	}
+}
+
+func TestPermifyUnknownKeysAndShapes(t *testing.T) {
+	for _, c := range []struct{ old, new, want string }{
+		{"        assertions:\n          edit: false", "        assertion:\n          edit: false", `c.yaml:29:9: check: unknown key "assertion"`},
+		{"          tuples:\n            - \"repository:r2", "          tuple:\n            - \"repository:r2", `c.yaml:21:11: context: unknown key "tuple"`},
+		{"    checks:", "    check:", `c.yaml:17:5: scenario: unknown key "check"`},
+		{"          attributes: []", "          attributes: {}", "c.yaml:23:23: context attributes: expected a list, found a mapping"},
+	} {
+		src := strings.Replace(permifyContextual, c.old, c.new, 1)
+		_, err := ParsePermify("c.yaml", []byte(src))
+		var pe *ProblemsError
+		if !errors.As(err, &pe) || !strings.Contains(pe.Error(), c.want) {
+			t.Errorf("%q: got %v, want a problem containing %q", c.new, err, c.want)
+		}
+	}
+}
+
+func TestLoadPermifySchemaFile(t *testing.T) {
+	dir := t.TempDir()
+	schemaText := "entity user {}\n\nentity doc {\n    relation owner @user\n    permission view = owner\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "schema.perm"), []byte(schemaText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(schemaRef string) string {
+		t.Helper()
+		p := filepath.Join(dir, "v.yaml")
+		src := "schema: " + schemaRef + "\nrelationships:\n  - doc:1#owner@user:ann\nscenarios:\n  - name: s\n    checks:\n      - entity: doc:1\n        subject: user:ann\n        assertions:\n          view: true\n"
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f, err := LoadPermify(write("schema.perm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := RunPermify(context.Background(), f); err != nil || !rep.OK() || rep.Checked != 1 {
+		t.Errorf("report %+v, err %v", rep, err)
+	}
+	for ref, want := range map[string]string{
+		"https://example.com/schema.perm": "does not fetch schemas over the network",
+		"../outside.perm":                 `schema file "../outside.perm"`,
+	} {
+		_, err := LoadPermify(write(ref))
+		var pe *ProblemsError
+		if !errors.As(err, &pe) || !strings.Contains(pe.Error(), want) || pe.Problems[0].Line != 1 {
+			t.Errorf("schema %s: got %v, want a problem on line 1 containing %q", ref, err, want)
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package validationfile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/latch-authz/latch/internal/engine"
@@ -14,50 +16,84 @@ import (
 	"github.com/latch-authz/latch/internal/store/memory"
 )
 
-// Failure is an assertion that did not hold.
+// Failure is an assertion or an expected relation that did not hold.
 type Failure struct {
 	File      string
-	Assertion Assertion
-	// Got is the engine's answer; meaningful only when Err is nil.
-	Got engine.Result
-	// Err is why the check could not be answered (an unknown permission, the depth limit).
+	Line, Col int // Col is 0 when unknown
+	// What names the item: `assertTrue "document:1#view@user:a"`, or the entry
+	// `document:1#view` of the validation section.
+	What string
+	// Msg says what was expected and what was found.
+	Msg string
+	// Err is set when the item could not be evaluated at all (an unknown permission,
+	// the depth limit); Msg then holds its text.
 	Err error
 }
 
-// String renders `file:line: assertTrue "doc:1#view@user:a": got NO_PERMISSION`.
+// String renders `file:line: what: expected ..., found ...`.
 func (f Failure) String() string {
-	return fmt.Sprintf("%s:%d: %s %q: %s", f.File, f.Assertion.Line, f.Assertion.Expect, f.Assertion.Text, f.what())
+	return fmt.Sprintf("%s:%d: %s: %s", f.File, f.Line, f.What, f.Msg)
 }
 
-func (f Failure) what() string {
-	if f.Err != nil {
-		return "error: " + f.Err.Error()
-	}
-	got := "got " + f.Got.Membership.String()
-	if f.Got.Membership == engine.Conditional && len(f.Got.Missing) > 0 {
-		got += " (missing context: " + strings.Join(f.Got.Missing, ", ") + ")"
-	}
-	return "expected " + f.Assertion.Expect.Membership().String() + ", " + got
+// AssertionResult is the answer to one assertion.
+type AssertionResult struct {
+	Assertion Assertion
+	// Got is the engine's answer; meaningful only when Err is nil.
+	Got engine.Result
+	Err error
 }
 
-// Report is the outcome of running one file.
-type Report struct {
-	File string
-	// Checked counts the assertions evaluated.
-	Checked  int
+// OK reports whether the assertion held.
+func (a AssertionResult) OK() bool {
+	return a.Err == nil && a.Got.Membership == a.Assertion.Expect.Membership()
+}
+
+// Failure describes how the assertion, of the named file, failed.
+func (a AssertionResult) Failure(file string) Failure {
+	f := Failure{File: file, Line: a.Assertion.Line, What: fmt.Sprintf("%s %q", a.Assertion.Expect, a.Assertion.Text), Err: a.Err}
+	if a.Err != nil {
+		f.Msg = "error: " + a.Err.Error()
+		return f
+	}
+	got := a.Got.Membership.String()
+	if a.Got.Membership == engine.Conditional && len(a.Got.Missing) > 0 {
+		got += " (missing context: " + strings.Join(a.Got.Missing, ", ") + ")"
+	}
+	f.Msg = "expected " + a.Assertion.Expect.Membership().String() + ", found " + got
+	return f
+}
+
+// RelationResult is the outcome of one entry of the validation section.
+type RelationResult struct {
+	Expected ExpectedRelation
+	// Found lists the subjects the permission's expansion reaches, sorted as zed
+	// writes them; nil when Err is set.
+	Found []FoundSubject
+	Err   error
+	// Failures lists every difference between Expected and Found.
 	Failures []Failure
-	// Unchecked lists parts of the file that were not checked because latch does not
-	// support them yet (SpiceDB's expected relations). A report with any is not OK.
-	Unchecked []string
 }
 
-// OK reports whether every assertion held and nothing was left unchecked.
-func (r Report) OK() bool { return len(r.Failures) == 0 && len(r.Unchecked) == 0 }
+// OK reports whether the entry held.
+func (r RelationResult) OK() bool { return r.Err == nil && len(r.Failures) == 0 }
+
+// Report is the outcome of running one file: every item with its answer, and every
+// failure in line order.
+type Report struct {
+	File       string
+	Assertions []AssertionResult
+	Relations  []RelationResult
+	Failures   []Failure
+}
+
+// OK reports whether every assertion and expected relation held.
+func (r Report) OK() bool { return len(r.Failures) == 0 }
 
 // Run compiles the file's schema, loads its relationships into a fresh memory store
-// (each validated against the schema) and evaluates every assertion. A file that
-// cannot be run (the schema does not compile, a relationship is not allowed) is a
-// *ProblemsError; assertions that do not hold are Failures in the Report.
+// (each validated against the schema), evaluates every assertion and computes every
+// entry of the validation section. A file that cannot be run (the schema does not
+// compile, a relationship is not allowed) is a *ProblemsError; items that do not hold
+// are Failures in the Report.
 func Run(ctx context.Context, f *File) (Report, error) {
 	rep := Report{File: f.Name}
 	s, err := f.compile()
@@ -76,15 +112,37 @@ func Run(ctx context.Context, f *File) (Report, error) {
 			return rep, err
 		}
 		got, err := eng.Check(ctx, s, r, a.Check)
-		rep.Checked++
-		if err != nil || got.Membership != a.Expect.Membership() {
-			rep.Failures = append(rep.Failures, Failure{File: f.Name, Assertion: a, Got: got, Err: err})
+		res := AssertionResult{Assertion: a, Got: got, Err: err}
+		rep.Assertions = append(rep.Assertions, res)
+		if !res.OK() {
+			rep.Failures = append(rep.Failures, res.Failure(f.Name))
 		}
 	}
-	if n := len(f.ExpectedRelations); n > 0 {
-		rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("the validation section (expected relations, %d entries) is not supported yet and was not checked", n))
+	x := &expansion{eng: eng, s: s, r: r}
+	for _, er := range f.Validation {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		res := x.relationResult(ctx, f.Name, er)
+		rep.Relations = append(rep.Relations, res)
+		rep.Failures = append(rep.Failures, res.Failures...)
 	}
+	slices.SortStableFunc(rep.Failures, func(a, b Failure) int { return cmp.Compare(a.Line, b.Line) })
 	return rep, nil
+}
+
+// relationResult expands one entry and compares it with what the file expects.
+func (x *expansion) relationResult(ctx context.Context, file string, er ExpectedRelation) RelationResult {
+	res := RelationResult{Expected: er}
+	set, err := x.subjects(ctx, er.Resource, er.Permission, engine.DefaultMaxDepth)
+	if err != nil {
+		res.Err = err
+		res.Failures = []Failure{{File: file, Line: er.Line, Col: er.Col, What: er.Key, Msg: "error: " + err.Error(), Err: err}}
+		return res
+	}
+	res.Found = set.list()
+	res.Failures = compareRelation(file, er, res.Found)
+	return res
 }
 
 // compile compiles the schema, placing each diagnostic on its file line.

@@ -139,18 +139,3 @@ func (p *parser) assertion(expect Expectation, item *yaml.Node) {
 		Check:  engine.CheckRequest{Resource: resource, Permission: permission, Subject: subject, Context: context},
 	})
 }
-
-// validation keeps SpiceDB's expected-relations section as written.
-func (p *parser) validation(v *yaml.Node) {
-	if isNull(v) {
-		return
-	}
-	var m map[string][]string
-	if err := v.Decode(&m); err != nil {
-		p.probs.add(p.pos(v), "validation: expected a mapping of \"type:id#permission\" to lists of expected subjects: %v", strings.TrimPrefix(err.Error(), "yaml: "))
-		return
-	}
-	if len(m) > 0 {
-		p.f.ExpectedRelations = m
-	}
-}
