@@ -80,16 +80,26 @@ func TestPlaygroundInChromium(t *testing.T) {
 	b.step("assertions", func() {
 		b.typeInto("assertions", "assertTrue:\n  - document:readme#view@user:bob\n  - document:readme#view@user:mallory\nassertFalse:\n  - document:readme#view@user:mallory")
 		b.do(chromedp.Click(chromedp.CSS(`#tab-validation`)))
-		b.typeInto("validation", "document:readme#view:\n  - \"[user:alice] is <document:readme#viewer>\"\n  - \"[user:bob] is <document:readme#editor>\"")
+		b.typeInto("validation", "document:readme#view:\n  - \"[user:alice] is <document:readme#viewer>\"")
 		b.do(chromedp.Click(chromedp.CSS(`#tab-assertions`)))
 		b.do(chromedp.Click(chromedp.CSS(`#run-validation`)))
 		b.waitFor(`document.querySelector('#validation-summary') !== null`)
 		summary := eval[string](b, `document.querySelector('#validation-summary').textContent`)
-		failure := eval[string](b, `document.querySelector('#validation-results li.failure').textContent`)
-		if !strings.HasPrefix(summary, "1 failure") || !strings.HasPrefix(failure, "Assertions line 3:") || !strings.Contains(failure, "mallory") {
-			t.Errorf("validation shows %q, %q: want one failure at assertions line 3", summary, failure)
+		failures := eval[[]string](b, `Array.from(document.querySelectorAll('#validation-results li.failure'), (e) => e.textContent)`)
+		if summary != "2 failures (4 checked)" || len(failures) != 2 || !strings.HasPrefix(failures[0], "Assertions line 3:") || !strings.Contains(failures[0], "mallory") ||
+			!strings.HasPrefix(failures[1], "Expected relations line 1:") || !strings.Contains(failures[1], "user:bob") {
+			t.Errorf("validation shows %q, %q: want a failure at assertions line 3, and bob missing from the expected relations", summary, failures)
 		}
 		b.waitFor(`document.querySelector('[data-editor=assertions] .widget.error[data-line="3"]') !== null`)
+	})
+	b.step("expected-relations-updated", func() {
+		b.do(chromedp.Click(chromedp.CSS(`#regenerate`)))
+		want := "document:readme#view:\n  - \"[user:alice] is <document:readme#viewer>\"\n  - \"[user:bob] is <document:readme#editor>\""
+		if got := eval[string](b, `editors.validation.text`); got != want {
+			t.Errorf("expected relations updated to\n%s\nwant\n%s", got, want)
+		}
+		b.do(chromedp.Click(chromedp.CSS(`#run-validation`)))
+		b.waitFor(`document.querySelector('#validation-summary').textContent === "1 failure (4 checked)"`)
 	})
 	before := eval[string](b, `JSON.stringify(state())`)
 	file := b.download()

@@ -187,11 +187,20 @@ func TestValidateReportsEditorLines(t *testing.T) {
 		"schema":        docSchema,
 		"relationships": "document:1#viewer@user:a\ndocument:1#banned@user:a",
 		"assertions":    "# who sees document 1\nassertTrue:\n  - document:1#view@user:a\nassertFalse:\n  - document:1#viewer@user:b",
+		"validation":    "document:1#viewer:\n  - \"[user:a] is <document:1#viewer>\"\ndocument:1#view:\n  - \"[user:a] is <document:1#viewer>\"",
 	}
 	code, out := post[validation](t, h, "validate", base)
-	if code != http.StatusOK || out.Checked != 2 || len(out.Failures) != 1 || out.Failures[0].Editor != edAssertions || out.Failures[0].Line != 3 ||
-		!strings.Contains(out.Failures[0].Message, "expected HAS_PERMISSION, got NO_PERMISSION") {
-		t.Fatalf("validate: %d %+v, want one failure at assertions line 3", code, out)
+	var got []string
+	for _, f := range out.Failures {
+		got = append(got, fmt.Sprintf("%s:%d", f.Editor, f.Line))
+	}
+	if code != http.StatusOK || out.Checked != 4 || strings.Join(got, " ") != "assertions:3 validation:4" ||
+		!strings.Contains(out.Failures[0].Message, "expected HAS_PERMISSION, found NO_PERMISSION") {
+		t.Fatalf("validate: %d %+v, want failures at assertions line 3 and validation line 4", code, out)
+	}
+	// The validation section as the answers have it: user:a is banned from view.
+	if want := "document:1#view: []\ndocument:1#viewer:\n  - \"[user:a] is <document:1#viewer>\""; out.Expected != want {
+		t.Errorf("expected relations regenerated as\n%s\nwant\n%s", out.Expected, want)
 	}
 	base["relationships"] = "document:1#viewer@user:a\ndocument:1#owner@user:a"
 	_, out = post[validation](t, h, "validate", base)
@@ -237,7 +246,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	// The file is what `latch validate` reads: its relationships and assertions line up.
 	_, exp := post[exported](t, h, "export", cases[0])
 	f, err := validationfile.Parse("x.yaml", []byte(exp.YAML))
-	if err != nil || f.Schema != docSchema || len(f.Relationships) != 2 || len(f.Assertions) != 2 || len(f.ExpectedRelations) != 1 {
+	if err != nil || f.Schema != docSchema || len(f.Relationships) != 2 || len(f.Assertions) != 2 || len(f.Validation) != 1 {
 		t.Fatalf("exported file parses as %+v, %v", f, err)
 	}
 }

@@ -19,11 +19,13 @@ type failure struct {
 }
 
 type validation struct {
-	// Checked counts the assertions (or Permify expectations) evaluated.
+	// Checked counts the assertions and expected relations (or Permify expectations)
+	// evaluated.
 	Checked  int       `json:"checked"`
 	Failures []failure `json:"failures"`
-	// Notes are what the run did not check.
-	Notes []string `json:"notes"`
+	// Expected is the validation section rewritten from the actual answers, as
+	// `latch validate --update` writes it; "" when it could not be computed.
+	Expected string `json:"expected"`
 }
 
 // validate runs the page as a validation file, as `latch validate` would run the
@@ -34,7 +36,7 @@ func (h *Handler) validate(r *http.Request, req *request) (any, error) {
 	if err := h.bounded(req); err != nil {
 		return nil, err
 	}
-	out := validation{Failures: []failure{}, Notes: []string{}}
+	out := validation{Failures: []failure{}}
 	var err error
 	if language(req) == permify {
 		err = out.runPermify(ctx, req)
@@ -75,12 +77,31 @@ func (v *validation) runSpiceDB(ctx context.Context, req *request) error {
 	if err != nil {
 		return v.problems(c, err)
 	}
-	v.Checked = rep.Checked
-	for _, fl := range rep.Failures {
-		v.add(c, fl.Assertion.Line, strings.TrimPrefix(fl.String(), fmt.Sprintf("%s:%d: ", fileName, fl.Assertion.Line)))
+	v.Checked = len(rep.Assertions) + len(rep.Relations)
+	v.failures(c, rep.Failures)
+	if len(rep.Relations) > 0 {
+		if section, err := validationfile.RenderValidation(rep.Relations); err == nil {
+			v.Expected = sectionBody(section)
+		}
 	}
-	v.Notes = append(v.Notes, rep.Unchecked...)
 	return nil
+}
+
+// sectionBody returns what goes under a rendered `validation:` key, as the editor
+// holds it: the entries, dedented.
+func sectionBody(section string) string {
+	_, body, _ := strings.Cut(section, "\n")
+	lines := strings.Split(strings.TrimRight(body, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "  ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (v *validation) failures(c *composed, fs []validationfile.Failure) {
+	for _, f := range fs {
+		v.add(c, f.Line, f.What+": "+f.Msg)
+	}
 }
 
 func (v *validation) runPermify(ctx context.Context, req *request) error {
@@ -94,9 +115,7 @@ func (v *validation) runPermify(ctx context.Context, req *request) error {
 		return v.problems(c, err)
 	}
 	v.Checked = rep.Checked
-	for _, fl := range rep.Failures {
-		v.add(c, fl.Line, fl.What+": "+fl.Msg)
-	}
+	v.failures(c, rep.Failures)
 	return nil
 }
 

@@ -436,6 +436,20 @@ function formatMicros(us) {
 
 // ---- validation ---------------------------------------------------------------------
 
+// expectedAnswers is the validation section as the last run's answers have it.
+let expectedAnswers = "";
+
+function regenerate() {
+  if (!expectedAnswers) return;
+  selectTab("validation");
+  editors.validation.text = expectedAnswers;
+  setStatus("expected relations rewritten from the answers; run the assertions to check them");
+}
+
+function permifyMode() {
+  return $("tab-validation").hidden;
+}
+
 async function runValidation() {
   const s = state();
   let out;
@@ -454,12 +468,8 @@ async function runValidation() {
     li.textContent = (f.editor ? `${editorLabel(f.editor)}${f.line ? " line " + f.line : ""}: ` : "") + f.message;
     list.append(li);
   }
-  for (const n of out.notes) {
-    const li = document.createElement("li");
-    li.className = "note";
-    li.textContent = n;
-    list.append(li);
-  }
+  expectedAnswers = out.expected;
+  $("regenerate").disabled = !expectedAnswers || permifyMode();
   editors.assertions.setNotes(notes.assertions);
   editors.validation.setNotes(notes.validation);
   const head = document.createElement("p");
@@ -556,6 +566,7 @@ function setLanguageLabels(lang) {
   editors.assertions.host.dataset.label = permify ? "Scenarios" : "Assertions";
   editors.assertions.pre.setAttribute("aria-label", editors.assertions.host.dataset.label);
   $("tab-validation").hidden = permify;
+  $("regenerate").hidden = permify;
   if (permify) selectTab("assertions");
 }
 
@@ -585,6 +596,7 @@ function wire() {
   $("language").addEventListener("change", languageChanged);
   $("run-checks").addEventListener("click", runChecks);
   $("run-validation").addEventListener("click", runValidation);
+  $("regenerate").addEventListener("click", regenerate);
   $("download").addEventListener("click", download);
   $("upload").addEventListener("change", async (e) => {
     const file = e.target.files[0];
