@@ -18,7 +18,7 @@ import (
 )
 
 // browserBudget bounds the whole browser test, Chromium's start included.
-const browserBudget = 90 * time.Second
+const browserBudget = 60 * time.Second
 
 // TestPlaygroundInChromium drives the page in headless Chromium as a person would:
 // a schema error shown under its line and fixed, relationships with a bad line,

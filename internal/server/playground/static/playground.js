@@ -38,9 +38,9 @@ assertFalse:
 assertCaveated:
   - document:plan#view@user:bob`,
   validation: `document:readme#view:
+  - "[group:eng#member] is <document:readme#viewer>"
   - "[user:ada] is <document:readme#owner>"
-  - "[user:alice] is <group:eng#member>"
-  - "[group:eng#member] is <document:readme#viewer>"`,
+  - "[user:alice] is <group:eng#member>"`,
 };
 
 const FIELDS = ["schema", "relationships", "checks", "assertions", "validation"];
@@ -59,7 +59,12 @@ class Editor {
     this.gutter.setAttribute("aria-hidden", "true");
     this.pre = document.createElement("pre");
     this.pre.className = "code";
-    this.pre.contentEditable = "plaintext-only";
+    try {
+      this.pre.contentEditable = "plaintext-only";
+    } catch {
+      // Browsers without plain-text editing: rich editing, read back as text.
+      this.pre.contentEditable = "true";
+    }
     this.pre.spellcheck = false;
     this.pre.tabIndex = 0;
     this.pre.setAttribute("role", "textbox");
