@@ -143,6 +143,10 @@ func TestRequestsAreBounded(t *testing.T) {
 	if len(an.Relationships) != 1 || an.Relationships[0].Line != 3 || !strings.Contains(an.Relationships[0].Message, "at most 2") {
 		t.Errorf("three relationships over a limit of two: %+v", an.Relationships)
 	}
+	code, _ = post[map[string]string](t, h, "validate", map[string]any{"schema": docSchema, "relationships": "document:1#viewer@user:a\n\ndocument:1#viewer@user:b\ndocument:1#viewer@user:c"})
+	if code != http.StatusBadRequest {
+		t.Errorf("validating three relationships over a limit of two: %d, want 400", code)
+	}
 	for _, id := range []string{"", "short", strings.Repeat("x", 65), "0123456789abcdef/"} {
 		code, _ := post[map[string]string](t, h, "analyze", map[string]any{"session": id})
 		if code != http.StatusBadRequest {

@@ -54,8 +54,14 @@ func (h *Handler) bounded(req *request) error {
 	if len(req.Schema) > maxSchemaBytes {
 		return &requestError{fmt.Sprintf("the schema is %d bytes; the playground holds at most %d", len(req.Schema), maxSchemaBytes)}
 	}
-	if n := strings.Count(req.Relationships, "\n") + 1; n > h.cfg.MaxRelationships*2 {
-		return &requestError{fmt.Sprintf("the relationships have %d lines; the playground holds at most %d relationships", n, h.cfg.MaxRelationships)}
+	n := 0
+	for _, l := range strings.Split(req.Relationships, "\n") {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	if n > h.cfg.MaxRelationships {
+		return &requestError{fmt.Sprintf("%d relationship lines: the playground holds at most %d relationships", n, h.cfg.MaxRelationships)}
 	}
 	return nil
 }
