@@ -23,6 +23,8 @@ type CheckConfig struct {
 	Consistency string
 	// ErrorOnNoPermission makes anything but HAS_PERMISSION exit with status 1.
 	ErrorOnNoPermission bool
+	// Explain asks the server how it answered and prints the tree of steps.
+	Explain bool
 }
 
 func newCheckCommand(env Env) *cobra.Command {
@@ -39,6 +41,9 @@ func newCheckCommand(env Env) *cobra.Command {
 
 Prints "true" (HAS_PERMISSION), "false" (NO_PERMISSION) or, when a caveat needs
 context the request did not give, "caveated (missing: a, b)" (CONDITIONAL_PERMISSION).
+With --explain, the answer is followed by the steps the server took to reach it,
+as a tree (zed permission check --explain prints the same tree).
+
 As with zed permission check, the exit status is 0 whatever the answer, so that
 scripts can tell an answer from an error (status 1); with --error-on-no-permission,
 "false" and "caveated" exit with status 1 too.`,
@@ -56,6 +61,7 @@ scripts can tell an answer from an error (status 1); with --error-on-no-permissi
 	cmd.Flags().StringVar(&cfg.Context, "context", "", "caveat context as a JSON object")
 	cmd.Flags().StringVar(&cfg.Consistency, "consistency", "full", ConsistencyHelp)
 	cmd.Flags().BoolVar(&cfg.ErrorOnNoPermission, "error-on-no-permission", false, `exit with status 1 unless the answer is "true"`)
+	cmd.Flags().BoolVar(&cfg.Explain, "explain", false, "print how the server answered: a tree of the relations and permissions it checked")
 	return cmd
 }
 
@@ -87,6 +93,7 @@ func checkRequest(cfg CheckConfig) (*v1.CheckPermissionRequest, error) {
 		Permission:  permission,
 		Subject:     subjectToV1(subject),
 		Context:     wireCtx,
+		WithTracing: cfg.Explain,
 	}, nil
 }
 
@@ -109,6 +116,13 @@ func check(cmd *cobra.Command, cfg CheckConfig, env Env) error {
 		return err
 	}
 	fmt.Fprintln(env.Out, answer)
+	if cfg.Explain {
+		if t := resp.GetDebugTrace().GetCheck(); t != nil {
+			writeCheckTrace(env.Out, t)
+		} else {
+			fmt.Fprintln(env.Err, "latch: the server returned no trace of the check")
+		}
+	}
 	if cfg.ErrorOnNoPermission && !granted {
 		return exitCode(1)
 	}

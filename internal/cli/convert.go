@@ -53,10 +53,7 @@ func relFromV1(r *v1.Relationship) rel.Relationship {
 	out := rel.Relationship{
 		Resource: rel.ObjectRef{Type: r.GetResource().GetObjectType(), ID: r.GetResource().GetObjectId()},
 		Relation: r.GetRelation(),
-		Subject: rel.SubjectRef{
-			Object:   rel.ObjectRef{Type: r.GetSubject().GetObject().GetObjectType(), ID: r.GetSubject().GetObject().GetObjectId()},
-			Relation: r.GetSubject().GetOptionalRelation(),
-		},
+		Subject:  subjectFromV1(r.GetSubject()),
 	}
 	if c := r.GetOptionalCaveat(); c != nil {
 		out.Caveat = &rel.Caveat{Name: c.GetCaveatName()}
@@ -69,6 +66,13 @@ func relFromV1(r *v1.Relationship) rel.Relationship {
 		out.Expiration = &t
 	}
 	return out
+}
+
+func subjectFromV1(s *v1.SubjectReference) rel.SubjectRef {
+	return rel.SubjectRef{
+		Object:   rel.ObjectRef{Type: s.GetObject().GetObjectType(), ID: s.GetObject().GetObjectId()},
+		Relation: s.GetOptionalRelation(),
+	}
 }
 
 // ConsistencyHelp documents the --consistency values.

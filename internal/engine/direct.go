@@ -82,12 +82,12 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 		if err != nil {
 			return err
 		}
-		ev.tr.read(&item.Relationship)
 		s := item.Relationship.Subject
 		wild := s.Object.ID == rel.Wildcard
 		if !wild && s.Relation != subj.Relation {
 			continue
 		}
+		ev.tr.read(&item.Relationship)
 		o, err := ev.caveat(item.Relationship.Caveat)
 		if err != nil {
 			return err

@@ -90,10 +90,15 @@ type CaveatTrace struct {
 // its own instead of sharing an identical check in flight, so that the trace is its own.
 func (e *Engine) CheckTraced(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest) (Result, *TraceNode, error) {
 	res := e.checkBulk(ctx, s, r, []CheckRequest{req}, true)
-	if res[0].Err != nil || res[0].Trace == nil {
+	if res[0].Err != nil {
 		return res[0].Result, nil, res[0].Err
 	}
-	return res[0].Result, res[0].Trace.Children[0], nil
+	// One resource is answered by one step, evaluated or known; the item's own step
+	// around it would only repeat it.
+	if tr := res[0].Trace; len(tr.Children) == 1 {
+		return res[0].Result, tr.Children[0], nil
+	}
+	return res[0].Result, res[0].Trace, nil
 }
 
 // CheckBulkTraced answers checks as CheckBulk does and sets every answered item's Trace:

@@ -33,6 +33,8 @@ definition doc {
 	permission read = (reader + owner + folder->view) - banned
 	permission edit = owner & reader
 	permission twice = reader + edit
+	relation cfolder: folder with ipok
+	permission cview = cfolder->view
 }`
 
 func traceData(t *testing.T, lines ...string) sliceReader {
@@ -61,6 +63,7 @@ var traceRelationships = []string{
 	"doc:d1#owner@user:dan",
 	"doc:d2#owner@user:dan",
 	"doc:d2#reader@user:*",
+	"doc:d5#cfolder@folder:f1[ipok]",
 }
 
 // renderTrace writes one line per step: resource, relation, kind, answers per id,
@@ -177,6 +180,14 @@ doc:d3 reader relation d3=HAS
 		{"caveat false", `doc:d1#reader@user:bob with {"ip": "1", "allowed": "2"}`, engine.NoPermission, `
 doc:d1 reader relation d1=NO
   caveat ipok on d1: "ip == allowed" result=0 missing=[] context={"allowed":"2","ip":"1"}
+`},
+		{"caveat on an arrow's relationship belongs to the permission", `doc:d5#cview@user:amy with {"ip": "1"}`, engine.Conditional, `
+doc:d5 cview permission d5=CONDITIONAL[allowed]
+  caveat ipok on d5: "ip == allowed" result=2 missing=[allowed] context={"ip":"1"}
+  folder:f1 view permission f1=HAS
+    folder:f1 viewer relation f1=HAS
+      group:all member relation all=HAS
+        group:eng member relation eng=HAS
 `},
 		{"subproblem met twice is answered from the request's memo", "doc:d1#twice@user:dan", engine.NoPermission, `
 doc:d1 twice permission d1=NO
