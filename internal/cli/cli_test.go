@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -105,5 +107,62 @@ func TestValidateFileProblems(t *testing.T) {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("stdout %q does not contain %q", r.out, want)
 		}
+	}
+}
+
+func TestValidateUpdate(t *testing.T) {
+	src, err := os.ReadFile("testdata/expected.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "expected.yaml")
+	if err := os.WriteFile(path, src, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r := latch(t, "validate", path)
+	want := []string{
+		path + `:20: document:readme#view: expected no subject group:eng#member, found [group:eng#member] is <document:readme#viewer>`,
+		path + `:21: document:readme#view: expected [user:alice] is <document:readme#viewer>, found [user:alice] is <group:eng#member>`,
+		path + `:22: document:public#view: expected no subject user:*, found [user:* - {user:mallory}] is <document:public#viewer>`,
+		path + `: 3 failures (1 assertion and 2 expected relations checked)`,
+	}
+	if r.code != 1 || r.out != strings.Join(want, "\n")+"\n" {
+		t.Errorf("before --update: code %d, stdout:\n%s\nwant status 1 and:\n%s", r.code, r.out, strings.Join(want, "\n"))
+	}
+
+	r = latch(t, "validate", "--update", path)
+	if r.code != 0 || r.out != path+": validation section updated (2 expected relations)\n" {
+		t.Errorf("--update: code %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	updated, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := `validation:
+  document:public#view:
+    - "[user:* - {user:mallory}] is <document:public#viewer>"
+  document:readme#view:
+    - "[group:eng#member] is <document:readme#viewer>"
+    - "[user:alice] is <group:eng#member>"
+`
+	before, after, _ := strings.Cut(string(src), "validation:\n")
+	_, after, _ = strings.Cut(after, "\n\n")
+	if want := before + section + "\n" + after; string(updated) != want {
+		t.Errorf("updated file:\n%s\nwant:\n%s", updated, want)
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o640 {
+		t.Errorf("mode after --update: %v, %v; want 0640", info.Mode(), err)
+	}
+
+	for args, out := range map[string]string{
+		"validate":          path + ": 1 assertion and 2 expected relations held\n",
+		"validate --update": path + ": validation section already up to date\n",
+	} {
+		if r := latch(t, append(strings.Fields(args), path)...); r.code != 0 || r.out != out {
+			t.Errorf("%s after --update: code %d, stdout %q, want %q", args, r.code, r.out, out)
+		}
+	}
+	if r := latch(t, "validate", "--update", "testdata/permify.yaml"); r.code != 1 || !strings.Contains(r.out, "not updated: --update rewrites SpiceDB's validation section") {
+		t.Errorf("--update of a Permify file: code %d, stdout %q", r.code, r.out)
 	}
 }

@@ -2,6 +2,7 @@ package validationfile
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -92,6 +93,8 @@ func (p *parser) expectedRelation(k, list *yaml.Node) (ExpectedRelation, bool) {
 	return er, good
 }
 
+var resourcePattern = regexp.MustCompile(`<([^>]+)>`)
+
 // parseExpectedSubject parses `[subject] is <type:id#relation>/<...>`, where subject is
 // `type:id[#relation]`, optionally `[...]` (caveated), and for a wildcard optionally
 // ` - {excluded, ...}`.
@@ -106,20 +109,13 @@ func parseExpectedSubject(text string) (ExpectedSubject, error) {
 	if es.Subject, err = parseSubjectText(s[1:end]); err != nil {
 		return es, err
 	}
-	rest, ok := strings.CutPrefix(strings.TrimSpace(s[end+1:]), "is")
-	if !ok {
-		return es, fmt.Errorf("expected `is <type:id#relation>` after the subject")
-	}
-	for part := range strings.SplitSeq(strings.TrimSpace(rest), "/") {
-		inner, ok := strings.CutPrefix(strings.TrimSpace(part), "<")
-		inner, ok2 := strings.CutSuffix(inner, ">")
-		if !ok || !ok2 {
-			return es, fmt.Errorf("expected relations written as <type:id#relation>, separated by /")
-		}
-		if _, err := parseResourceRelation(inner); err != nil {
+	// zed reads every <...> after the subject and ignores the text around them
+	// (normally ` is ` and `/`); so does latch, so that the files it accepts agree.
+	for _, m := range resourcePattern.FindAllStringSubmatch(s[end+1:], -1) {
+		if _, err := parseResourceRelation(m[1]); err != nil {
 			return es, err
 		}
-		es.Resources = append(es.Resources, inner)
+		es.Resources = append(es.Resources, m[1])
 	}
 	return es, nil
 }
@@ -195,7 +191,7 @@ func compareRelation(file string, er ExpectedRelation, found []FoundSubject) []F
 	for _, es := range er.Subjects {
 		listed[es.Subject.Subject] = true
 		f, ok := byName[es.Subject.Subject]
-		want := "[" + es.Subject.String() + "] is " + resourcesString(es.Resources)
+		want := subjectLine(es.Subject, es.Resources)
 		switch {
 		case !ok:
 			out = append(out, Failure{

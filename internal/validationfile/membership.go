@@ -364,16 +364,20 @@ type FoundSubject struct {
 }
 
 // String renders the subject as a line of the validation section.
-func (f FoundSubject) String() string {
-	return "[" + f.SubjectText.String() + "] is " + resourcesString(f.Resources)
-}
+func (f FoundSubject) String() string { return subjectLine(f.SubjectText, f.Resources) }
 
-func resourcesString(rs []string) string {
-	wrapped := make([]string, len(rs))
-	for i, r := range rs {
+// subjectLine renders `[subject] is <relation>/<relation>`, or `[subject]` alone
+// when no relation is given.
+func subjectLine(s SubjectText, resources []string) string {
+	line := "[" + s.String() + "]"
+	if len(resources) == 0 {
+		return line
+	}
+	wrapped := make([]string, len(resources))
+	for i, r := range resources {
 		wrapped[i] = "<" + r + ">"
 	}
-	return strings.Join(wrapped, "/")
+	return line + " is " + strings.Join(wrapped, "/")
 }
 
 // SubjectText is a subject as the validation section names it: `user:tom`,

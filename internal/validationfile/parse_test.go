@@ -208,3 +208,55 @@ func TestLoadSchemaFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+func TestParseExpectedSubject(t *testing.T) {
+	for text, want := range map[string]ExpectedSubject{
+		"[user:tom] is <document:1#writer>": {Subject: SubjectText{Subject: "user:tom"}, Resources: []string{"document:1#writer"}},
+		"[group:eng#member] is <document:1#viewer>/<folder:f#viewer>": {
+			Subject: SubjectText{Subject: "group:eng#member"}, Resources: []string{"document:1#viewer", "folder:f#viewer"},
+		},
+		"[user:tom[...]] is <document:1#viewer>": {Subject: SubjectText{Subject: "user:tom", Caveated: true}, Resources: []string{"document:1#viewer"}},
+		"[user:*[...] - {user:bob, user:ann[...]}] is <document:1#viewer>": {
+			Subject:   SubjectText{Subject: "user:*", Caveated: true, Excluded: []SubjectText{{Subject: "user:bob"}, {Subject: "user:ann", Caveated: true}}},
+			Resources: []string{"document:1#viewer"},
+		},
+		// As in zed, text around the <...> is not read, and they may be missing.
+		"[user:tom#...]": {Subject: SubjectText{Subject: "user:tom"}},
+	} {
+		want.Text = text
+		got, err := parseExpectedSubject(text)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("parseExpectedSubject(%q) = %+v, %v; want %+v", text, got, err, want)
+		}
+		if err == nil && len(want.Resources) > 0 && subjectLine(got.Subject, got.Resources) != text {
+			t.Errorf("%q renders as %q", text, subjectLine(got.Subject, got.Resources))
+		}
+	}
+	for text, want := range map[string]string{
+		"user:tom is <document:1#writer>":         "expected \"[subject] is <type:id#relation>\"",
+		"[user:tom is <document:1#writer>":        "expected \"[subject] is <type:id#relation>\"",
+		"[user:tom] is <document:1>":              "expected type:id#relation",
+		"[user:* - user:bob] is <document:1#abc>": "expected excluded subjects written as - {type:id, ...}",
+		"[user] is <document:1#abc>":              "expected type:id",
+		"[user:tom] is <document:1#abc>/<user:*>": "expected type:id#relation",
+	} {
+		if _, err := parseExpectedSubject(text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseExpectedSubject(%q) error %v, want one containing %q", text, err, want)
+		}
+	}
+}
+
+func TestParseValidationProblems(t *testing.T) {
+	src := "validation:\n  document:1:\n    - '[user:a] is <document:1#v>'\n  document:2#view: '[user:a]'\n  document:3#view:\n    - '[user:a'\n  document:3#view: []\n"
+	got := strings.Join(problemsOf(t, func() error { _, err := Parse("v.yaml", []byte(src)); return err }()), "\n")
+	for _, want := range []string{
+		`v.yaml:2:3: validation: "document:1": expected "type:id#permission"`,
+		`v.yaml:4:20: validation: document:2#view: expected a list of subjects`,
+		`v.yaml:6:7: validation: document:3#view: "[user:a": expected`,
+		`v.yaml:7:3: validation: "document:3#view" appears twice (first on line 5)`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems:\n%s\ndo not contain %q", got, want)
+		}
+	}
+}

@@ -31,7 +31,7 @@ func (p *parser) relationships(text string, loc locator) {
 func (p *parser) relationship(text string, pos position) {
 	r, err := rel.Parse(text)
 	if err != nil {
-		p.probs.add(pos, "relationship %q: %v", text, err)
+		p.probs.add(pos, "%v", err) // rel.Parse names the relationship
 		return
 	}
 	p.f.Relationships = append(p.f.Relationships, Relationship{Relationship: r, Text: text, Line: pos.Line})
