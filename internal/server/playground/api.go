@@ -110,6 +110,6 @@ func runCheck(ctx context.Context, eng *engine.Engine, w *workspace, line string
 		return err
 	}
 	res.Result, res.Missing = got.Membership.String(), got.Missing
-	res.Trace = newTraceNode(trace)
+	res.Trace = newTraceNode(w.schema, trace)
 	return nil
 }

@@ -115,7 +115,7 @@ func TestChecksAnswerWithTraces(t *testing.T) {
 	}
 	// The exclusion's trace names both sides; the caveat's, how it evaluated.
 	tr := out.Checks[1].Trace
-	if tr == nil || tr.Type != "document" || tr.Relation != "view" || !tr.Permission || len(tr.Children) != 2 ||
+	if tr == nil || tr.Type != "document" || tr.Relation != "view" || !tr.Permission || tr.Expression != "viewer - banned" || len(tr.Children) != 2 ||
 		tr.Children[0].Relation != "viewer" || tr.Children[1].Relation != "banned" || tr.Children[1].Results[0].Result != "HAS_PERMISSION" {
 		t.Fatalf("trace of an excluded subject: %+v", tr)
 	}

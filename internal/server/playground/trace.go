@@ -4,14 +4,19 @@ import (
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
 // traceNode is engine.TraceNode as the page renders it: one step of a check, the
 // resources it answered, the caveats it evaluated and the steps it asked.
 type traceNode struct {
-	Type       string        `json:"type"`
-	Relation   string        `json:"relation"`
-	Permission bool          `json:"permission"`
+	Type       string `json:"type"`
+	Relation   string `json:"relation"`
+	Permission bool   `json:"permission"`
+	// Expression is a permission's rewrite (`viewer - banned`), so that the tree says
+	// how its children's answers combine: which union, intersection or exclusion decided.
+	Expression string        `json:"expression,omitempty"`
 	Results    []traceResult `json:"results"`
 	Caveats    []traceCaveat `json:"caveats,omitempty"`
 	Children   []*traceNode  `json:"children,omitempty"`
@@ -36,13 +41,18 @@ type traceCaveat struct {
 	Result     string         `json:"result"` // true, false or missing context
 }
 
-func newTraceNode(n *engine.TraceNode) *traceNode {
+func newTraceNode(s *ir.Schema, n *engine.TraceNode) *traceNode {
 	if n == nil {
 		return nil
 	}
 	out := &traceNode{
 		Type: n.Type, Relation: n.Relation, Permission: n.Permission, Cached: n.Cached,
 		Micros: float64(n.Duration.Nanoseconds()) / 1e3, ExpiresAt: n.ExpiresAt,
+	}
+	if d := s.Definition(n.Type); d != nil {
+		if r := d.Relation(n.Relation); r != nil && r.Rewrite != nil {
+			out.Expression = schema.FormatExpr(r.Rewrite)
+		}
 	}
 	for i, id := range n.IDs {
 		r := n.Results[i]
@@ -63,7 +73,7 @@ func newTraceNode(n *engine.TraceNode) *traceNode {
 		out.Caveats = append(out.Caveats, tc)
 	}
 	for _, c := range n.Children {
-		out.Children = append(out.Children, newTraceNode(c))
+		out.Children = append(out.Children, newTraceNode(s, c))
 	}
 	return out
 }

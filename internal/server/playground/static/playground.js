@@ -346,7 +346,7 @@ function showChecks(checks) {
       if (root.children && root.children.length) {
         const meta = document.createElement("span");
         meta.className = "meta";
-        meta.textContent = " · " + formatMicros(root.micros);
+        meta.textContent = (root.expression ? ` = ${root.expression}` : "") + " · " + formatMicros(root.micros);
         sum.append(meta);
         d.append(sum, ...caveatLines(root), treeList(root.children));
       } else {
@@ -387,7 +387,7 @@ function treeList(nodes) {
     step.textContent = `${n.type}:${ids.length === 1 ? ids[0] : "{" + ids.join(", ") + "}"}#${n.relation}`;
     const meta = document.createElement("span");
     meta.className = "meta";
-    const parts = [n.permission ? "permission" : "relation"];
+    const parts = [n.permission ? "permission" + (n.expression ? " = " + n.expression : "") : "relation"];
     if (n.cached) parts.push("cached");
     else parts.push(formatMicros(n.micros));
     if (n.expiresAt) parts.push("expires " + n.expiresAt);
