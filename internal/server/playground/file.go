@@ -53,7 +53,7 @@ func (c *composed) writeLine(s string) {
 
 // block writes `key: |` and text as a literal block scalar that decodes to exactly
 // text: the chomping indicator keeps its trailing line breaks, and an indentation
-// indicator is added when its first line starts with a space.
+// indicator is added when its first line starts with a blank.
 func (c *composed) block(key, editor, text string) {
 	if text == "" {
 		c.writeLine(key + `: ""`)
@@ -61,14 +61,17 @@ func (c *composed) block(key, editor, text string) {
 	}
 	body := strings.TrimRight(text, "\n")
 	header := key + ": |"
+	// YAML guesses a block's indentation from its first non-empty line, which only
+	// works when that line starts with what it holds rather than more blanks.
 	first := strings.TrimLeft(body, "\n")
-	if strings.HasPrefix(first, " ") {
+	if strings.HasPrefix(first, " ") || strings.HasPrefix(first, "\t") {
 		header += "2"
 	}
+	// Clipping keeps one line break, but none of a text that is only line breaks.
 	switch trailing := len(text) - len(body); {
 	case trailing == 0:
 		header += "-"
-	case trailing > 1:
+	case trailing > 1 || body == "":
 		header += "+"
 	}
 	c.writeLine(header)
