@@ -63,6 +63,9 @@ func TestPlaygroundInChromium(t *testing.T) {
 		b.typeInto("checks", "document:readme#view@user:bob\ndocument:readme#view@user:mallory")
 		b.do(chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(kb.ModifierCtrl)))
 		b.waitFor(`Array.from(document.querySelectorAll('#check-results details.check > summary > .badge'), (e) => e.textContent).join() === "has permission,no permission"`)
+		if got := eval[string](b, `editors.checks.text`); got != "document:readme#view@user:bob\ndocument:readme#view@user:mallory" {
+			t.Errorf("Ctrl+Enter changed the checks to %q", got)
+		}
 	})
 	b.step("check-tree", func() {
 		const visibleSteps = `Array.from(document.querySelectorAll('#check-results .step'), (e) => e.checkVisibility() ? e.textContent : "").join(" ").trim()`
