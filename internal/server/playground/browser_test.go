@@ -147,6 +147,14 @@ func TestPlaygroundInChromium(t *testing.T) {
 		}
 	})
 	b.keyboard()
+	b.step("caveat-tree", func() {
+		// The example's last check passes its caveat the address it needs.
+		b.do(chromedp.Click(chromedp.CSS(`#check-results > ul > li:nth-child(4) details.check > summary`)))
+		line := eval[string](b, `Array.from(document.querySelectorAll('#check-results .caveat'), (e) => e.checkVisibility() ? e.textContent : "").join("")`)
+		if !strings.Contains(line, "caveat on_network on document:plan") || !strings.Contains(line, `"ip":"10.1.2.3"`) || !strings.Contains(line, "→ true") {
+			t.Errorf("caveat step shows %q, want on_network evaluated true with the check's ip", line)
+		}
+	})
 	b.step("dark", func() {
 		if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
@@ -243,7 +251,11 @@ func startBrowser(t *testing.T) *browserSession {
 		cancelAlloc()
 	})
 	b := &browserSession{t: t, ctx: ctx, url: srv.URL + "/playground/", out: out, downTo: t.TempDir()}
-	b.do(chromedp.EmulateViewport(1366, 768))
+	// The first action starts the browser, which lives as long as that action's
+	// context: it runs on the test's, not on one bounded like every later action.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1366, 768)); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
 	b.do(chromedp.Navigate(b.url))
 	return b
 }
@@ -281,9 +293,15 @@ func (b *browserSession) shot(name string) {
 	}
 }
 
+// actionTimeout bounds one action, so that a missing element fails its step rather
+// than the whole test's budget.
+const actionTimeout = 15 * time.Second
+
 func (b *browserSession) do(actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, actionTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.t.Fatal(err)
 	}
 }
@@ -291,7 +309,9 @@ func (b *browserSession) do(actions ...chromedp.Action[chromedp.Void]) {
 // eval evaluates a JavaScript expression.
 func eval[T any](b *browserSession, expr string, opts ...chromedp.EvaluateOption) T {
 	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr, opts...))
+	ctx, cancel := context.WithTimeout(b.ctx, actionTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
 	if err != nil {
 		b.t.Fatalf("evaluating %s: %v", expr, err)
 	}
