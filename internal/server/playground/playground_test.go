@@ -153,9 +153,14 @@ func TestRequestsAreBounded(t *testing.T) {
 			t.Errorf("session id %q: %d, want 400", id, code)
 		}
 	}
-	code, _ = post[map[string]string](t, h, "analyze", map[string]any{"language": "cobol"})
-	if code != http.StatusBadRequest {
-		t.Errorf("unknown language: %d, want 400", code)
+	for _, path := range []string{"analyze", "validate", "export"} {
+		if code, _ := post[map[string]string](t, h, path, map[string]any{"language": "cobol"}); code != http.StatusBadRequest {
+			t.Errorf("%s in an unknown language: %d, want 400", path, code)
+		}
+		big := strings.Repeat("x", maxSchemaBytes+1)
+		if code, out := post[map[string]string](t, h, path, map[string]any{"schema": big}); code != http.StatusBadRequest || !strings.Contains(out["error"], "at most") {
+			t.Errorf("%s of an oversized schema: %d %v, want 400", path, code, out)
+		}
 	}
 }
 

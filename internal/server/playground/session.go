@@ -93,16 +93,9 @@ func (s *session) close() {
 // use runs fn on the workspace built from req's schema and relationships, rebuilding
 // it only when they changed since the last call.
 func (s *session) use(ctx context.Context, req *request, fn func(*workspace) error) error {
-	if len(req.Schema) > maxSchemaBytes {
-		return &requestError{fmt.Sprintf("the schema is %d bytes; the playground holds at most %d", len(req.Schema), maxSchemaBytes)}
-	}
-	lang := req.Language
-	switch lang {
-	case "":
-		lang = detectLanguage(req.Schema)
-	case spiceDB, permify:
-	default:
-		return &requestError{fmt.Sprintf("unknown schema language %q: expected spicedb or permify", lang)}
+	lang, err := language(req)
+	if err != nil {
+		return err
 	}
 	key := sha256.Sum256([]byte(lang + "\x00" + req.Schema + "\x00" + req.Relationships))
 	s.mu.Lock()
@@ -122,6 +115,21 @@ func (s *session) use(ctx context.Context, req *request, fn func(*workspace) err
 		s.state, s.key = w, key
 	}
 	return fn(s.state)
+}
+
+// language is the request's schema language, detected when it names none. It also
+// bounds the schema's size.
+func language(req *request) (string, error) {
+	if len(req.Schema) > maxSchemaBytes {
+		return "", &requestError{fmt.Sprintf("the schema is %d bytes; the playground holds at most %d", len(req.Schema), maxSchemaBytes)}
+	}
+	switch req.Language {
+	case "":
+		return detectLanguage(req.Schema), nil
+	case spiceDB, permify:
+		return req.Language, nil
+	}
+	return "", &requestError{fmt.Sprintf("unknown schema language %q: expected spicedb or permify", req.Language)}
 }
 
 // detectLanguage reads the schema's first declaration: `entity` is Permify's

@@ -33,12 +33,12 @@ type validation struct {
 func (h *Handler) validate(r *http.Request, req *request) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	if err := h.bounded(req); err != nil {
+	lang, err := h.bounded(req)
+	if err != nil {
 		return nil, err
 	}
 	out := validation{Failures: []failure{}}
-	var err error
-	if language(req) == permify {
+	if lang == permify {
 		err = out.runPermify(ctx, req)
 	} else {
 		err = out.runSpiceDB(ctx, req)
@@ -49,11 +49,9 @@ func (h *Handler) validate(r *http.Request, req *request) (any, error) {
 	return out, err
 }
 
-// bounded applies the session limits to a request that runs on a store of its own.
-func (h *Handler) bounded(req *request) error {
-	if len(req.Schema) > maxSchemaBytes {
-		return &requestError{fmt.Sprintf("the schema is %d bytes; the playground holds at most %d", len(req.Schema), maxSchemaBytes)}
-	}
+// bounded applies a session's limits to a request that runs on a store of its own,
+// and returns its schema language.
+func (h *Handler) bounded(req *request) (string, error) {
 	n := 0
 	for _, l := range strings.Split(req.Relationships, "\n") {
 		if strings.TrimSpace(l) != "" {
@@ -61,16 +59,9 @@ func (h *Handler) bounded(req *request) error {
 		}
 	}
 	if n > h.cfg.MaxRelationships {
-		return &requestError{fmt.Sprintf("%d relationship lines: the playground holds at most %d relationships", n, h.cfg.MaxRelationships)}
+		return "", &requestError{fmt.Sprintf("%d relationship lines: the playground holds at most %d relationships", n, h.cfg.MaxRelationships)}
 	}
-	return nil
-}
-
-func language(req *request) string {
-	if req.Language == "" {
-		return detectLanguage(req.Schema)
-	}
-	return req.Language
+	return language(req)
 }
 
 func (v *validation) runSpiceDB(ctx context.Context, req *request) error {
@@ -150,11 +141,12 @@ type exported struct {
 // export writes the page as a validation file: SpiceDB's format, or Permify's when
 // the schema is in Permify's language.
 func (h *Handler) export(_ *http.Request, req *request) (any, error) {
-	if err := h.bounded(req); err != nil {
+	lang, err := h.bounded(req)
+	if err != nil {
 		return nil, err
 	}
 	c := composeSpiceDB(req)
-	if language(req) == permify {
+	if lang == permify {
 		c = composePermify(req)
 	}
 	return exported{Name: fileName, YAML: c.text.String()}, nil
