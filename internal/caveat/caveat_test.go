@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 func mustType(t *testing.T, s string) Type {
@@ -126,8 +125,11 @@ func TestConvertErrorsNameTheParameter(t *testing.T) {
 		name, typ, _ := strings.Cut(tc.param, " ")
 		c := compile(t, "true", tc.param)
 		_, err := c.ConvertContext(map[string]any{name: tc.value})
-		if err == nil || !strings.Contains(err.Error(), `"`+name+`"`) || !strings.Contains(err.Error(), typ) {
+		if err == nil || !strings.Contains(err.Error(), "`"+name+"`") || !strings.Contains(err.Error(), typ) {
 			t.Errorf("%s = %v: error %v, want one naming the parameter and its type", tc.param, tc.value, err)
+		}
+		if pe, ok := errors.AsType[*ParamTypeError](err); !ok || pe.Caveat != "test" || pe.Param != name {
+			t.Errorf("%s = %v: error %#v, want a *ParamTypeError naming caveat test and parameter %s", tc.param, tc.value, err, name)
 		}
 	}
 }
@@ -152,19 +154,60 @@ func TestCompileDiagnostics(t *testing.T) {
 	}
 }
 
+// TestCostLimit: a caveat cheap by its static estimate is evaluated over a context
+// larger than the estimate assumed while that stays within the limit, and refused,
+// without being evaluated, when the context makes it too expensive.
 func TestCostLimit(t *testing.T) {
-	c := compile(t, "l.all(x, l.all(y, l.all(z, x + y + z >= 0)))", "l list<int>")
-	big := make([]any, 300)
-	for i := range big {
-		big[i] = float64(i)
+	c := compile(t, "l.all(x, x + 1 >= 0)", "l list<int>")
+	for _, tc := range []struct {
+		items int
+		ok    bool
+	}{{500, true}, {50_000, true}, {2_000_000, false}} {
+		big := make([]any, tc.items)
+		for i := range big {
+			big[i] = float64(i)
+		}
+		conv, err := c.ConvertContext(map[string]any{"l": big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Eval(conv)
+		switch {
+		case tc.ok && (err != nil || !res.Satisfied):
+			t.Errorf("Eval over %d items: %+v %v, want satisfied", tc.items, res, err)
+		case !tc.ok && !errors.Is(err, ErrCostExceeded):
+			t.Errorf("Eval over %d items: %v, want ErrCostExceeded", tc.items, err)
+		}
 	}
-	conv, err := c.ConvertContext(map[string]any{"l": big})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestExpensiveCaveatsAreRefused: nested comprehensions are refused when compiled, by
+// CEL's static cost estimate, instead of costing seconds per check.
+func TestExpensiveCaveatsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		expr   string
+		params []string
+		ok     bool
+	}{
+		{"l.exists(x, x == 3)", []string{"l list<int>"}, true},
+		{"ip.in_cidr(c)", []string{"ip ipaddress", "c string"}, true},
+		{"s.startsWith(p) && l.all(x, x > 0)", []string{"s string", "p string", "l list<int>"}, true},
+		{"a.all(x, b.exists(y, x == y))", []string{"a list<int>", "b list<int>"}, false},
+		{"l.all(x, l.all(y, l.all(z, x + y + z >= 0)))", []string{"l list<int>"}, false},
+		{"m.all(k, m.all(j, m[k] == m[j]))", []string{"m map<int>"}, false},
+	} {
+		var params []Param
+		for _, p := range tc.params {
+			name, typ, _ := strings.Cut(p, " ")
+			params = append(params, Param{Name: name, Type: mustType(t, typ)})
+		}
+		_, diags := Compile("c", params, tc.expr)
+		if ok := len(diags) == 0; ok != tc.ok {
+			t.Errorf("Compile(%q): %v, want accepted %v", tc.expr, diags, tc.ok)
+			continue
+		}
+		if !tc.ok && !strings.Contains(diags[0].Msg, "too expensive") {
+			t.Errorf("Compile(%q): %v, want a cost diagnostic", tc.expr, diags)
+		}
 	}
-	start := time.Now()
-	if _, err := c.Eval(conv); !errors.Is(err, ErrCostExceeded) {
-		t.Errorf("Eval over 300^3 items: %v, want ErrCostExceeded", err)
-	}
-	t.Logf("stopped after %v", time.Since(start))
 }

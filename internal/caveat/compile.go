@@ -3,20 +3,32 @@ package caveat
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 )
 
 // maxCost bounds the work one evaluation may do, so a caveat over a large list in a
 // request context cannot stall a check. It is CEL's abstract cost, roughly one unit per
-// visited node or compared element.
+// visited node or compared element, as CEL's static estimate counts it: an expression
+// whose estimate is over the limit is refused when compiled (for values of up to
+// assumedSize items) or before it is evaluated (for larger values). The estimate
+// stands in for CEL's run-time cost tracking, which costs time quadratic in the size
+// of a list a comprehension walks.
 const maxCost = 1_000_000
 
-// ErrCostExceeded reports a caveat evaluation stopped for doing too much work.
+// assumedSize is the size the static cost estimate assumes for every list, map, string
+// and bytes value a caveat receives: generous for the lists a caveat context usually
+// carries, and small enough that nesting comprehensions over them shows its cost.
+const assumedSize = 1000
+
+// ErrCostExceeded reports a caveat evaluation refused for the work it would do.
 var ErrCostExceeded = errors.New("caveat evaluation exceeded its cost limit")
 
 // Diagnostic is a problem found while compiling a caveat expression. Line and Col are
@@ -32,6 +44,7 @@ type Compiled struct {
 	params []Param
 	expr   string
 	env    *cel.Env
+	ast    *cel.Ast
 	prog   cel.Program
 }
 
@@ -75,13 +88,79 @@ func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic)
 			Msg: fmt.Sprintf("caveat expression must be a boolean, but it is of type %s", ast.OutputType()),
 		}}
 	}
-	prog, err := env.Program(ast,
-		cel.EvalOptions(cel.OptPartialEval, cel.OptTrackCost),
-		cel.CostLimit(maxCost))
+	if est, err := env.EstimateCost(ast, sizesUpTo(assumedSize)); err == nil && est.Max > maxCost {
+		return nil, []Diagnostic{{
+			Line: 1, Col: 1,
+			Msg: fmt.Sprintf("caveat expression is too expensive: with lists, maps and strings of %d items it may cost up to %s per evaluation, "+
+				"more than the limit of %d (comprehensions nested in one another multiply their cost)", assumedSize, costString(est.Max), maxCost),
+		}}
+	}
+	prog, err := env.Program(ast, cel.EvalOptions(cel.OptPartialEval))
 	if err != nil {
 		return nil, []Diagnostic{{Line: 1, Col: 1, Msg: err.Error()}}
 	}
-	return &Compiled{name: name, params: params, expr: expr, env: env, prog: prog}, nil
+	return &Compiled{name: name, params: params, expr: expr, env: env, ast: ast, prog: prog}, nil
+}
+
+// sizesUpTo is the static cost estimate's view of values it cannot see: every one of
+// up to so many items; calls cost what CEL's defaults say.
+type sizesUpTo uint64
+
+func (n sizesUpTo) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{Min: 0, Max: uint64(n)}
+}
+
+func (sizesUpTo) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// checkCost refuses an evaluation over values larger than the compile-time estimate
+// assumed, when the estimate for their real size is over the limit.
+func (c *Compiled) checkCost(vars map[string]any) error {
+	largest := 0
+	for _, v := range vars {
+		largest = max(largest, largestSize(v))
+	}
+	if largest <= assumedSize {
+		return nil
+	}
+	est, err := c.env.EstimateCost(c.ast, sizesUpTo(largest))
+	if err != nil || est.Max > maxCost {
+		return fmt.Errorf("caveat `%s` over a context value of %d items: %w", c.name, largest, ErrCostExceeded)
+	}
+	return nil
+}
+
+// largestSize is the size of the largest list, map, string or bytes value in a
+// converted context value, nested ones included.
+func largestSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x)
+	case []byte:
+		return len(x)
+	case []any:
+		n := len(x)
+		for _, e := range x {
+			n = max(n, largestSize(e))
+		}
+		return n
+	case map[string]any:
+		n := len(x)
+		for k, e := range x {
+			n = max(n, len(k), largestSize(e))
+		}
+		return n
+	}
+	return 0
+}
+
+// costString writes a cost estimate readably; an unbounded one is "an unbounded amount".
+func costString(c uint64) string {
+	if c == math.MaxUint64 {
+		return "an unbounded amount"
+	}
+	return strconv.FormatUint(c, 10)
 }
 
 // celType maps a parameter type to its CEL type.
@@ -135,16 +214,16 @@ func (c *Compiled) Eval(ctx map[string]any) (Result, error) {
 			absent = append(absent, p.Name)
 		}
 	}
+	if err := c.checkCost(vars); err != nil {
+		return Result{}, err
+	}
 	act, err := cel.PartialVars(vars, unknown...)
 	if err != nil {
-		return Result{}, fmt.Errorf("caveat %q: %w", c.name, err)
+		return Result{}, fmt.Errorf("caveat `%s`: %w", c.name, err)
 	}
 	out, _, err := c.prog.Eval(act)
 	if err != nil {
-		if strings.Contains(err.Error(), "cost limit") {
-			return Result{}, fmt.Errorf("caveat %q: %w", c.name, ErrCostExceeded)
-		}
-		return Result{}, fmt.Errorf("caveat %q: evaluating %s: %w", c.name, c.expr, err)
+		return Result{}, fmt.Errorf("caveat `%s`: evaluating %s: %w", c.name, c.expr, err)
 	}
 	return c.result(out, absent)
 }
@@ -167,7 +246,7 @@ func (c *Compiled) result(out ref.Val, absent []string) (Result, error) {
 		slices.Sort(missing)
 		return Result{Missing: slices.Compact(missing)}, nil
 	case *types.Err:
-		return Result{}, fmt.Errorf("caveat %q: evaluating %s: %w", c.name, c.expr, v)
+		return Result{}, fmt.Errorf("caveat `%s`: evaluating %s: %w", c.name, c.expr, v)
 	}
-	return Result{}, fmt.Errorf("caveat %q: expression produced %s, not a boolean", c.name, out.Type().TypeName())
+	return Result{}, fmt.Errorf("caveat `%s`: expression produced %s, not a boolean", c.name, out.Type().TypeName())
 }

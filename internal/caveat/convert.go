@@ -9,6 +9,19 @@ import (
 	"time"
 )
 
+// ParamTypeError reports a context value that does not fit its caveat parameter's
+// type.
+type ParamTypeError struct {
+	Caveat, Param, Type string
+	Err                 error
+}
+
+func (e *ParamTypeError) Error() string {
+	return fmt.Sprintf("caveat `%s` parameter `%s` (%s): %v", e.Caveat, e.Param, e.Type, e.Err)
+}
+
+func (e *ParamTypeError) Unwrap() error { return e.Err }
+
 // ConvertContext converts JSON-shaped context values (float64, string, bool, []any,
 // map[string]any, nil — what encoding/json and structpb produce) to the types of c's
 // parameters: whole numbers to int64, RFC 3339 strings to time.Time, Go duration strings
@@ -24,7 +37,7 @@ func (c *Compiled) ConvertContext(ctx map[string]any) (map[string]any, error) {
 		}
 		conv, changed, err := convert(p.Type, v)
 		if err != nil {
-			return nil, fmt.Errorf("caveat %q parameter %q (%s): %w", c.name, p.Name, p.Type, err)
+			return nil, &ParamTypeError{Caveat: c.name, Param: p.Name, Type: p.Type.String(), Err: err}
 		}
 		if !changed {
 			continue

@@ -37,7 +37,7 @@ func (c ClientConfig) Validate() error {
 		return errors.New("no endpoint: set --endpoint or LATCH_ENDPOINT")
 	}
 	if c.CACert != "" && !c.TLS {
-		return errors.New("--tls-ca-cert needs --tls")
+		return errors.New("--ca-path needs --tls")
 	}
 	return nil
 }
@@ -55,7 +55,9 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags) {
 	fs.StringVar(&f.token, "token", "", "bearer token: a preshared key of the server (env LATCH_TOKEN)")
 	fs.BoolVar(&f.insecure, "insecure", true, "connect without TLS (plaintext, for a server on loopback); --tls turns it off")
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server certificate")
-	fs.StringVar(&f.caCert, "tls-ca-cert", "", "PEM file of certificate authorities to trust with --tls (default: the system's)")
+	fs.StringVar(&f.caCert, "ca-path", "", "PEM file of certificate authorities to trust with --tls (default: the system's)")
+	fs.StringVar(&f.caCert, "tls-ca-cert", "", "")
+	_ = fs.MarkDeprecated("tls-ca-cert", "use --ca-path")
 }
 
 func (f *clientFlags) resolve(cmd *cobra.Command, env Env) (ClientConfig, error) {
@@ -89,11 +91,11 @@ func dial(c ClientConfig) (*client, error) {
 		if c.CACert != "" {
 			pem, err := os.ReadFile(c.CACert)
 			if err != nil {
-				return nil, fmt.Errorf("reading --tls-ca-cert: %w", err)
+				return nil, fmt.Errorf("reading --ca-path: %w", err)
 			}
 			cfg.RootCAs = x509.NewCertPool()
 			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--tls-ca-cert %s holds no PEM certificate", c.CACert)
+				return nil, fmt.Errorf("--ca-path %s holds no PEM certificate", c.CACert)
 			}
 		}
 		creds = credentials.NewTLS(cfg)

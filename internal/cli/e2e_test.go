@@ -5,12 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/latch-authz/latch/internal/server"
+	"github.com/latch-authz/latch/internal/tlsconfig/tlstest"
 )
 
 const testSchema = `definition user {}
@@ -28,13 +30,23 @@ definition document {
 // startServer runs a server on loopback for the test and returns its gRPC address.
 func startServer(t *testing.T, key string) string {
 	t.Helper()
-	srv, err := server.New(server.Config{
+	return startServerWith(t, key, nil)
+}
+
+// startServerWith is startServer with a configuration changed by mutate.
+func startServerWith(t *testing.T, key string, mutate func(*server.Config)) string {
+	t.Helper()
+	cfg := server.Config{
 		GRPCAddr:        "127.0.0.1:0",
 		HTTPAddr:        "-",
 		PresharedKeys:   []string{key},
 		DatastoreEngine: "memory",
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +122,24 @@ func TestClientCommandsAgainstServer(t *testing.T) {
 		{args: []string{"check", "document:readme#view@user:bob"}, out: "false\n"},
 		{args: []string{"check", "document:readme#nope@user:bob"}, code: 1, err: "checking permission: "},
 		{args: []string{"relationship", "create", "document:readme#viewer"}, code: 1, err: `relationship "document:readme#viewer"`},
+	})
+}
+
+// TestClientOverTLS: --tls with --ca-path reaches a TLS server; without the CA the
+// certificate is refused, and plaintext is refused by the server.
+func TestClientOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir)
+	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+	ca.Issue(t, cert, key)
+	addr := startServerWith(t, "k", func(c *server.Config) { c.GRPCTLSCertPath, c.GRPCTLSKeyPath = cert, key })
+	env := map[string]string{"LATCH_ENDPOINT": addr, "LATCH_TOKEN": "k"}
+	runSteps(t, env, []step{
+		{args: []string{"schema", "write", "-", "--tls", "--ca-path", ca.Path}, stdin: testSchema, outRE: token},
+		{args: []string{"check", "document:readme#view@user:alice", "--insecure=false", "--ca-path", ca.Path}, out: "false\n"},
+		{args: []string{"check", "document:readme#view@user:alice", "--tls"}, code: 1, err: "certificate"},
+		{args: []string{"check", "document:readme#view@user:alice"}, code: 1, err: "checking permission: "},
+		{args: []string{"check", "document:readme#view@user:alice", "--ca-path", ca.Path}, code: 1, err: "--ca-path needs --tls"},
 	})
 }
 

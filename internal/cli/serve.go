@@ -47,6 +47,9 @@ SIGTERM, letting requests in flight finish.`,
 					}
 				}
 			}
+			if v := env.Getenv("LATCH_METRICS_PRESHARED_KEY"); v != "" && !cmd.Flags().Changed("metrics-preshared-key") {
+				cfg.MetricsPresharedKey = v
+			}
 			if err := resolveDataDir(cmd, &cfg); err != nil {
 				return err
 			}
@@ -87,7 +90,13 @@ SIGTERM, letting requests in flight finish.`,
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.Var(newByteSize(&cfg.DispatchCacheMaxBytes, server.DefaultDispatchCacheMaxBytes), "dispatch-cache-max-bytes",
 		"memory of the cache of check and subproblem answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", server.DefaultMetricsAddr, `Prometheus /metrics and /debug/pprof listen address ("" or "-" turns them off)`)
+	fs.StringVar(&cfg.GRPCTLSCertPath, "grpc-tls-cert-path", "", "PEM certificate to serve the gRPC API over TLS with (reloaded when the file changes)")
+	fs.StringVar(&cfg.GRPCTLSKeyPath, "grpc-tls-key-path", "", "PEM private key of --grpc-tls-cert-path")
+	fs.StringVar(&cfg.HTTPTLSCertPath, "http-tls-cert-path", "", "PEM certificate to serve the HTTP gateway over TLS with (reloaded when the file changes)")
+	fs.StringVar(&cfg.HTTPTLSKeyPath, "http-tls-key-path", "", "PEM private key of --http-tls-cert-path")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", server.DefaultMetricsAddr, `Prometheus /metrics listen address ("" or "-" turns it off)`)
+	fs.StringVar(&cfg.MetricsPresharedKey, "metrics-preshared-key", "", "bearer token /metrics and /debug/pprof require (env LATCH_METRICS_PRESHARED_KEY); needed for a metrics address beyond loopback")
+	fs.BoolVar(&cfg.PProf, "pprof", false, "serve Go's profiles under /debug/pprof on the metrics address (never the command line)")
 	fs.IntVar(&cfg.MaxInflightCheap, "max-inflight-checks", 0, "checks, writes and schema calls executing at once before new ones queue (0: 4×GOMAXPROCS)")
 	fs.IntVar(&cfg.MaxInflightExpensive, "max-inflight-lookups", 0, "lookups, reads, imports and exports executing at once before new ones queue (0: GOMAXPROCS)")
 	fs.IntVar(&cfg.MaxQueuedCheap, "max-queued-checks", 0, "cheap calls that may wait for a slot; more are refused with RESOURCE_EXHAUSTED (0: 8× the in-flight cap)")
@@ -112,12 +121,23 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		return err
 	}
 	grpcAddr, httpAddr := srv.Addrs()
-	fmt.Fprintf(env.Out, "latch: gRPC API listening on %s\n", grpcAddr)
+	tlsNote := ""
+	if cfg.GRPCTLSCertPath != "" {
+		tlsNote = " (TLS)"
+	}
+	fmt.Fprintf(env.Out, "latch: gRPC API listening on %s%s\n", grpcAddr, tlsNote)
 	if httpAddr != "" {
-		fmt.Fprintf(env.Out, "latch: HTTP/JSON gateway listening on http://%s\n", httpAddr)
+		scheme := "http"
+		if cfg.HTTPTLSCertPath != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(env.Out, "latch: HTTP/JSON gateway listening on %s://%s\n", scheme, httpAddr)
 	}
 	if m := srv.MetricsAddr(); m != "" {
-		fmt.Fprintf(env.Out, "latch: metrics on http://%s/metrics, profiles on http://%s/debug/pprof/\n", m, m)
+		fmt.Fprintf(env.Out, "latch: metrics on http://%s/metrics\n", m)
+		if cfg.PProf {
+			fmt.Fprintf(env.Out, "latch: profiles on http://%s/debug/pprof/\n", m)
+		}
 	}
 	fmt.Fprintf(env.Out, "latch: datastore %s\n", describeDatastore(cfg))
 	if key := srv.GeneratedKey(); key != "" {

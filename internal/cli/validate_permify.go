@@ -36,7 +36,7 @@ func validatePermifyFile(ctx context.Context, path string, update bool, out io.W
 		fmt.Fprintln(out, fl.String())
 	}
 	if len(rep.Failures) > 0 {
-		fmt.Fprintf(out, "%s: %d of %s failed\n", path, len(rep.Failures), plural(rep.Checked, "assertion"))
+		fmt.Fprintf(out, "%s: %s (%s checked)\n", path, plural(len(rep.Failures), "failure"), plural(rep.Checked, "assertion"))
 		return true, false
 	}
 	fmt.Fprintf(out, "%s: %s held\n", path, plural(rep.Checked, "assertion"))

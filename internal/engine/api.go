@@ -55,20 +55,6 @@ type CheckRequest struct {
 // is then unknown and no result is given.
 var ErrMaxDepth = errors.New("maximum depth exceeded")
 
-// UnknownDefinitionError names an object type the schema does not define.
-type UnknownDefinitionError struct{ Name string }
-
-func (e *UnknownDefinitionError) Error() string {
-	return fmt.Sprintf("object definition %q not found", e.Name)
-}
-
-// UnknownRelationError names a relation or permission a definition does not have.
-type UnknownRelationError struct{ Definition, Name string }
-
-func (e *UnknownRelationError) Error() string {
-	return fmt.Sprintf("relation/permission %q not found under definition %q", e.Name, e.Definition)
-}
-
 // CaveatEvalError reports a caveat that failed to evaluate (a context value of the
 // wrong type, a runtime error in the expression, a cost limit).
 type CaveatEvalError struct {
@@ -77,7 +63,7 @@ type CaveatEvalError struct {
 }
 
 func (e *CaveatEvalError) Error() string {
-	return fmt.Sprintf("evaluating caveat %q: %v", e.Caveat, e.Err)
+	return fmt.Sprintf("evaluating caveat `%s`: %v", e.Caveat, e.Err)
 }
 
 func (e *CaveatEvalError) Unwrap() error { return e.Err }

@@ -45,11 +45,7 @@ func (ev *evaluator) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, 
 		op = and
 	}
 	for _, t := range types {
-		sdef := ev.s.Definition(t)
-		var target *ir.Relation
-		if sdef != nil {
-			target = sdef.Relation(x.Target)
-		}
+		target := x.TargetOn(ev.s.Definition(t))
 		if target == nil {
 			if x.ArrowKind == ir.ArrowAll {
 				for _, e := range byType[t] {

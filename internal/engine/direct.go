@@ -48,7 +48,7 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 		if err != nil {
 			return nil, err
 		}
-		target := ev.s.Definition(a.Type).Relation(a.Relation)
+		target := a.Rel
 		if err := ev.follow(ctx, target, edges, depth, out, or); err != nil {
 			return nil, err
 		}

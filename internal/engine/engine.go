@@ -156,17 +156,17 @@ func toResult(o outcome) (Result, error) {
 func validateCheck(s *ir.Schema, req CheckRequest) error {
 	def := s.Definition(req.Resource.Type)
 	if def == nil {
-		return &UnknownDefinitionError{Name: req.Resource.Type}
+		return &ir.UnknownDefinitionError{Name: req.Resource.Type}
 	}
 	if def.Relation(req.Permission) == nil {
-		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
 	}
 	sdef := s.Definition(req.Subject.Object.Type)
 	if sdef == nil {
-		return &UnknownDefinitionError{Name: req.Subject.Object.Type}
+		return &ir.UnknownDefinitionError{Name: req.Subject.Object.Type}
 	}
 	if req.Subject.Relation != "" && sdef.Relation(req.Subject.Relation) == nil {
-		return &UnknownRelationError{Definition: sdef.Name, Name: req.Subject.Relation}
+		return &ir.UnknownRelationError{Definition: sdef.Name, Name: req.Subject.Relation}
 	}
 	if req.Subject.Object.ID == rel.Wildcard {
 		return ErrWildcardSubject

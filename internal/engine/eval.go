@@ -125,7 +125,7 @@ func (ev *evaluator) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, i
 	case ir.Nil:
 		return results{}, nil
 	case ir.Ref:
-		return ev.relation(ctx, def.Relation(x.Name), ids, depth-1)
+		return ev.relation(ctx, x.Rel, ids, depth-1)
 	case ir.Arrow:
 		return ev.arrow(ctx, def, x, ids, depth)
 	case ir.Union:

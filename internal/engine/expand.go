@@ -48,11 +48,11 @@ func ExpandPermissionNodes() ExpandOption {
 func (e *Engine) Expand(ctx context.Context, s *ir.Schema, r store.Reader, obj rel.ObjectRef, relation string, opts ...ExpandOption) (*ExpandNode, error) {
 	def := s.Definition(obj.Type)
 	if def == nil {
-		return nil, &UnknownDefinitionError{Name: obj.Type}
+		return nil, &ir.UnknownDefinitionError{Name: obj.Type}
 	}
 	rl := def.Relation(relation)
 	if rl == nil {
-		return nil, &UnknownRelationError{Definition: def.Name, Name: relation}
+		return nil, &ir.UnknownRelationError{Definition: def.Name, Name: relation}
 	}
 	x := &expander{s: s, r: r}
 	for _, o := range opts {
@@ -96,7 +96,7 @@ func (x *expander) relation(ctx context.Context, rl *ir.Relation, id string, dep
 func (x *expander) expr(ctx context.Context, obj rel.ObjectRef, rl *ir.Relation, e *ir.Expr, depth int) (*ExpandNode, error) {
 	switch e.Kind {
 	case ir.Ref:
-		return x.relation(ctx, rl.Def.Relation(e.Name), obj.ID, depth-1)
+		return x.relation(ctx, e.Rel, obj.ID, depth-1)
 	case ir.Nil:
 		return &ExpandNode{Object: obj, Relation: rl.Name, Op: ExpandLeaf}, nil
 	case ir.Arrow:
@@ -131,7 +131,7 @@ func (x *expander) arrow(ctx context.Context, obj rel.ObjectRef, rl *ir.Relation
 		subjects = append(subjects, item.Relationship.Subject.Object)
 	}
 	for _, s := range subjects {
-		target := x.s.Definition(s.Type).Relation(e.Target)
+		target := e.TargetOn(x.s.Definition(s.Type))
 		if target == nil {
 			if x.permissionNodes {
 				node.Children = append(node.Children, &ExpandNode{Object: obj, Relation: rl.Name, Op: ExpandLeaf})

@@ -381,3 +381,73 @@ definition doc {
 		t.Errorf("definite subject beside a caveated wildcard: LookupSubjects = %+v %v, want u0 granted and * conditional", subjects, err)
 	}
 }
+
+// TestLookupSubjectsDepthLimit: like Check, LookupResources and Expand, LookupSubjects
+// fails with ErrMaxDepth on a chain of groups longer than the limit and on a cycle,
+// without walking the whole of either, and answers a chain within the limit.
+func TestLookupSubjectsDepthLimit(t *testing.T) {
+	const src = `definition user {}
+definition group {
+	relation member: user | group#member
+}`
+	nested := func(n int, cycle bool) []string {
+		rels := []string{"group:g0#member@user:u0"}
+		for i := 1; i < n; i++ {
+			rels = append(rels, fmt.Sprintf("group:g%d#member@group:g%d#member", i, i-1))
+		}
+		if cycle {
+			rels = append(rels, fmt.Sprintf("group:g0#member@group:g%d#member", n-1))
+		}
+		return rels
+	}
+	cases := []struct {
+		name    string
+		rels    []string
+		top     string
+		wantErr bool
+	}{
+		{"chain within the limit", nested(10, false), "g9", false},
+		{"chain past the limit", nested(200, false), "g199", true},
+		{"cycle of two", nested(2, true), "g1", true},
+		{"cycle of 10,000", nested(10000, true), "g5000", true},
+	}
+	eng := engine.New(engine.Config{MaxDepth: 50})
+	for _, c := range cases {
+		s, reader := lookupFixture(t, src, c.rels...)
+		var got []string
+		err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "group", ID: c.top}, Permission: "member", SubjectType: "user"},
+			func(f engine.FoundSubject) error { got = append(got, f.ID); return nil })
+		switch {
+		case c.wantErr && !errors.Is(err, engine.ErrMaxDepth):
+			t.Errorf("%s: LookupSubjects = %v, %v; want ErrMaxDepth", c.name, got, err)
+		case !c.wantErr && (err != nil || !slices.Equal(got, []string{"u0"})):
+			t.Errorf("%s: LookupSubjects = %v, %v; want [u0]", c.name, got, err)
+		}
+	}
+}
+
+// TestLookupSubjectsDepthOfSharedSubsets: a set computed once and reached again with
+// less depth left fails as computing it again would, so the answer does not depend on
+// the order in which branches are walked.
+func TestLookupSubjectsDepthOfSharedSubsets(t *testing.T) {
+	rels := []string{"group:g0#member@user:u0"}
+	for i := 1; i < 8; i++ {
+		rels = append(rels, fmt.Sprintf("group:g%d#member@group:g%d#member", i, i-1))
+	}
+	// top reaches g7 directly and, one level deeper, through mid; g7's chain down to
+	// u0 needs 8 levels, so the deeper path decides.
+	rels = append(rels, "group:top#member@group:g7#member", "group:top#member@group:mid#member", "group:mid#member@group:g7#member")
+	s, reader := lookupFixture(t, `definition user {}
+definition group {
+	relation member: user | group#member
+}`, rels...)
+	for _, depth := range []int{9, 10, 11} {
+		eng := engine.New(engine.Config{MaxDepth: depth})
+		err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "group", ID: "top"}, Permission: "member", SubjectType: "user"},
+			func(engine.FoundSubject) error { return nil })
+		// top(depth) -> mid(depth-1) -> g7(depth-2) needs 8 levels from g7: depth-2 >= 8.
+		if wantErr := depth-2 < 8; errors.Is(err, engine.ErrMaxDepth) != wantErr {
+			t.Errorf("max depth %d: LookupSubjects error %v, want depth error %v", depth, err, wantErr)
+		}
+	}
+}

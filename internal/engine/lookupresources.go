@@ -34,11 +34,11 @@ type FoundResource struct {
 func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Reader, req LookupResourcesRequest, yield func(FoundResource) error) error {
 	def := s.Definition(req.ResourceType)
 	if def == nil {
-		return &UnknownDefinitionError{Name: req.ResourceType}
+		return &ir.UnknownDefinitionError{Name: req.ResourceType}
 	}
 	target := def.Relation(req.Permission)
 	if target == nil {
-		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
 	}
 	if err := validateSubject(s, req.Subject); err != nil {
 		return err
@@ -96,10 +96,10 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 func validateSubject(s *ir.Schema, subj rel.SubjectRef) error {
 	sdef := s.Definition(subj.Object.Type)
 	if sdef == nil {
-		return &UnknownDefinitionError{Name: subj.Object.Type}
+		return &ir.UnknownDefinitionError{Name: subj.Object.Type}
 	}
 	if subj.Relation != "" && sdef.Relation(subj.Relation) == nil {
-		return &UnknownRelationError{Definition: sdef.Name, Name: subj.Relation}
+		return &ir.UnknownRelationError{Definition: sdef.Name, Name: subj.Relation}
 	}
 	if subj.Object.ID == rel.Wildcard {
 		return ErrWildcardSubject
@@ -157,7 +157,7 @@ func mergeOr(dst, src results) bool {
 func (l *reverseLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
 	switch x.Kind {
 	case ir.Ref:
-		res, err := l.relation(ctx, def.Relation(x.Name))
+		res, err := l.relation(ctx, x.Rel)
 		return clone(res), err
 	case ir.Union:
 		acc := results{}
@@ -218,14 +218,14 @@ func (l *reverseLookup) narrow(ctx context.Context, def *ir.Definition, c *ir.Ex
 // which the subject holds the arrow's target.
 func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
 	out := results{}
-	ts := def.Relation(x.Tupleset)
+	ts := x.TuplesetRel
 	seen := map[string]bool{}
 	for _, a := range ts.Allowed {
 		if a.Wildcard || seen[a.Type] {
 			continue
 		}
 		seen[a.Type] = true
-		target := l.ev.s.Definition(a.Type).Relation(x.Target)
+		target := x.TargetOn(a.Def)
 		if target == nil {
 			continue
 		}
@@ -281,7 +281,7 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 			continue
 		}
 		seen[k] = true
-		sub, err := l.relation(ctx, l.ev.s.Definition(a.Type).Relation(a.Relation))
+		sub, err := l.relation(ctx, a.Rel)
 		if err != nil {
 			return nil, err
 		}

@@ -34,26 +34,24 @@ type FoundSubject struct {
 func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, yield func(FoundSubject) error) error {
 	def := s.Definition(req.Resource.Type)
 	if def == nil {
-		return &UnknownDefinitionError{Name: req.Resource.Type}
+		return &ir.UnknownDefinitionError{Name: req.Resource.Type}
 	}
 	target := def.Relation(req.Permission)
 	if target == nil {
-		return &UnknownRelationError{Definition: def.Name, Name: req.Permission}
+		return &ir.UnknownRelationError{Definition: def.Name, Name: req.Permission}
 	}
 	sdef := s.Definition(req.SubjectType)
 	if sdef == nil {
-		return &UnknownDefinitionError{Name: req.SubjectType}
+		return &ir.UnknownDefinitionError{Name: req.SubjectType}
 	}
 	if req.SubjectRelation != "" && sdef.Relation(req.SubjectRelation) == nil {
-		return &UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
+		return &ir.UnknownRelationError{Definition: sdef.Name, Name: req.SubjectRelation}
 	}
 	l := &subjectLookup{
 		ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,
-		sets: newFixpoint[memoKey](newSubjectSet, func(known, round *subjectSet) (*subjectSet, bool) {
-			return round, !equalSets(known, round)
-		}),
+		memo: map[memoKey]*subjectSet{}, need: map[memoKey]int{}, onStack: map[memoKey]bool{},
 	}
-	set, err := l.relation(ctx, target, req.Resource.ID)
+	set, err := l.relation(ctx, target, req.Resource.ID, e.maxDepth)
 	if err != nil {
 		return err
 	}
@@ -97,33 +95,63 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	return yield(found)
 }
 
-// subjectLookup computes subject sets per (relation, object), memoized and, for
-// recursive data, as fixpoints.
+// subjectLookup computes subject sets per (relation, object), memoized. Like SpiceDB's,
+// the walk is bounded by the depth limit: a chain of relations longer than the limit,
+// or a cycle in the data (which a full traversal would follow until the limit), fails
+// the lookup with ErrMaxDepth rather than costing time and memory in proportion to the
+// data.
 type subjectLookup struct {
 	ev      *evaluator // for caveats
 	typ     string
 	subjRel string
-	sets    *fixpoint[memoKey, *subjectSet]
+	memo    map[memoKey]*subjectSet
+	// need is the depth each memoized set took: reused with less depth left, it fails
+	// as computing it again would.
+	need    map[memoKey]int
+	onStack map[memoKey]bool
+	// low is the least depth left at which the current computation reached a set.
+	low int
 }
 
-func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string) (*subjectSet, error) {
-	return l.sets.get(ctx, memoKey{r, id}, func() (*subjectSet, error) {
-		var set *subjectSet
-		var err error
-		if r.IsPermission() {
-			set, err = l.expr(ctx, r.Def, r.Rewrite, id)
-		} else {
-			set, err = l.direct(ctx, r, id)
+func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string, depth int) (*subjectSet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := memoKey{r, id}
+	if set, ok := l.memo[k]; ok {
+		if l.need[k] > depth {
+			return nil, ErrMaxDepth
 		}
-		if err == nil && l.subjRel != "" && r.Def.Name == l.typ && r.Name == l.subjRel {
-			set = set.clone()
-			set.concrete.put(id, outHas) // a subject set is a member of itself
-		}
-		return set, err
-	}, nil)
+		l.low = min(l.low, depth-l.need[k]+1)
+		return set, nil
+	}
+	if depth <= 0 || l.onStack[k] {
+		return nil, ErrMaxDepth
+	}
+	l.onStack[k] = true
+	defer delete(l.onStack, k)
+	outer := l.low
+	l.low = depth
+	var set *subjectSet
+	var err error
+	if r.IsPermission() {
+		set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth)
+	} else {
+		set, err = l.direct(ctx, r, id, depth)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if l.subjRel != "" && r.Def.Name == l.typ && r.Name == l.subjRel {
+		set = set.clone()
+		set.concrete.put(id, outHas) // a subject set is a member of itself
+	}
+	l.memo[k], l.need[k] = set, depth-l.low+1
+	l.low = min(outer, l.low)
+	return set, nil
 }
 
-func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string) (*subjectSet, error) {
+func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, depth int) (*subjectSet, error) {
 	out := newSubjectSet()
 	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: []string{id}, Relation: r.Name}
 	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
@@ -147,7 +175,7 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string) (
 			continue
 		}
 		sdef := l.ev.s.Definition(s.Object.Type)
-		sub, err := l.relation(ctx, sdef.Relation(s.Relation), s.Object.ID)
+		sub, err := l.relation(ctx, sdef.Relation(s.Relation), s.Object.ID, depth-1)
 		if err != nil {
 			return nil, err
 		}
@@ -156,17 +184,17 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string) (
 	return out, nil
 }
 
-func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string) (*subjectSet, error) {
+func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*subjectSet, error) {
 	switch x.Kind {
 	case ir.Ref:
-		return l.relation(ctx, def.Relation(x.Name), id)
+		return l.relation(ctx, x.Rel, id, depth-1)
 	case ir.Union, ir.Intersection, ir.Exclusion:
-		acc, err := l.expr(ctx, def, x.Children[0], id)
+		acc, err := l.expr(ctx, def, x.Children[0], id, depth)
 		if err != nil {
 			return nil, err
 		}
 		for _, c := range x.Children[1:] {
-			next, err := l.expr(ctx, def, c, id)
+			next, err := l.expr(ctx, def, c, id, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -181,12 +209,12 @@ func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr
 		}
 		return acc, nil
 	case ir.Arrow:
-		return l.arrow(ctx, def, x, id)
+		return l.arrow(ctx, def, x, id, depth)
 	}
 	return newSubjectSet(), nil
 }
 
-func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, id string) (*subjectSet, error) {
+func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*subjectSet, error) {
 	f := store.Filter{ResourceType: def.Name, ResourceIDs: []string{id}, Relation: x.Tupleset}
 	var acc *subjectSet
 	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
@@ -194,7 +222,7 @@ func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Exp
 			return nil, err
 		}
 		s := item.Relationship.Subject
-		target := l.ev.s.Definition(s.Object.Type).Relation(x.Target)
+		target := x.TargetOn(l.ev.s.Definition(s.Object.Type))
 		sub := newSubjectSet()
 		if target == nil {
 			if x.ArrowKind == ir.ArrowAny {
@@ -205,7 +233,7 @@ func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Exp
 			if err != nil {
 				return nil, err
 			}
-			if sub, err = l.relation(ctx, target, s.Object.ID); err != nil {
+			if sub, err = l.relation(ctx, target, s.Object.ID, depth-1); err != nil {
 				return nil, err
 			}
 			sub = withCaveat(sub, c)

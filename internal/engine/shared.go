@@ -61,15 +61,16 @@ func (e *Engine) sharedFor(s *ir.Schema, rev store.Revision, subject rel.Subject
 	return sh
 }
 
-// key names subproblem r on resource id.
+// key names subproblem r on resource id. The relation is named by its id: the
+// revision in base fixes the schema text, and compiling one text numbers its
+// relations the same way every time.
 func (sh *shared) key(r *ir.Relation, id string) cache.Key {
 	var out [2]uint64
+	var rid [4]byte
+	binary.LittleEndian.PutUint32(rid[:], uint32(r.ID))
 	for i := range sh.base {
 		h := sh.base[i]
-		h.WriteString(r.Def.Name)
-		h.WriteByte(0)
-		h.WriteString(r.Name)
-		h.WriteByte(0)
+		h.Write(rid[:])
 		h.WriteString(id)
 		out[i] = h.Sum64()
 	}

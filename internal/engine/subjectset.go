@@ -135,24 +135,6 @@ func withCaveat(s *subjectSet, c outcome) *subjectSet {
 	return out
 }
 
-// equalSets reports whether two sets hold the same entries with the same outcomes.
-func equalSets(a, b *subjectSet) bool {
-	return sameOutcome(a.wild, b.wild) && equalResults(a.concrete, b.concrete) && equalResults(a.excluded, b.excluded)
-}
-
-func equalResults(a, b results) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for id, o := range a {
-		p, ok := b[id]
-		if !ok || !sameOutcome(o, p) {
-			return false
-		}
-	}
-	return true
-}
-
 func sameOutcome(a, b outcome) bool {
 	return a.st == b.st && slices.Equal(a.missing, b.missing)
 }

@@ -218,3 +218,21 @@ func TestSubjectSetShapes(t *testing.T) {
 		}
 	}
 }
+
+// equalSets reports whether two sets hold the same entries with the same outcomes.
+func equalSets(a, b *subjectSet) bool {
+	return sameOutcome(a.wild, b.wild) && equalResults(a.concrete, b.concrete) && equalResults(a.excluded, b.excluded)
+}
+
+func equalResults(a, b results) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, o := range a {
+		p, ok := b[id]
+		if !ok || !sameOutcome(o, p) {
+			return false
+		}
+	}
+	return true
+}

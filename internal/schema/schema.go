@@ -5,6 +5,7 @@ package schema
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/latch-authz/latch/internal/schema/ast"
 	"github.com/latch-authz/latch/internal/schema/check"
@@ -18,6 +19,45 @@ type Diagnostic = ast.Diagnostic
 // DiagnosticsError lists every problem found in a schema, sorted by position.
 type DiagnosticsError struct {
 	Diagnostics []Diagnostic
+	// Source is the schema text the positions refer to, when it is SpiceDB schema
+	// text (Permify schemas are lowered first and leave it empty).
+	Source string
+}
+
+// SourceAt returns the source text at p: the name or number starting there, else
+// the one character there, else "" (p past the end, or no Source).
+func (e *DiagnosticsError) SourceAt(p ast.Pos) string {
+	rest := e.Source
+	for range p.Line - 1 {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
+	}
+	if line, _, ok := strings.Cut(rest, "\n"); ok {
+		rest = line
+	}
+	if p.Col < 1 || p.Col > len(rest) {
+		return ""
+	}
+	rest = rest[p.Col-1:]
+	n := 0
+	for n < len(rest) && n < maxSourceAt && isNameByte(rest[n]) {
+		n++
+	}
+	if n == 0 {
+		_, size := utf8.DecodeRuneInString(rest)
+		n = size
+	}
+	return rest[:n]
+}
+
+// maxSourceAt bounds SourceAt: a name longer than this is not a schema's name.
+const maxSourceAt = 128
+
+func isNameByte(b byte) bool {
+	return b == '_' || b == '/' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
 // Error joins the diagnostics, one per line.
@@ -36,11 +76,11 @@ func Compile(src string) (*ir.Schema, error) {
 	f, diags := zed.Parse(src)
 	if len(diags) > 0 {
 		check.Sort(diags)
-		return nil, &DiagnosticsError{Diagnostics: diags}
+		return nil, &DiagnosticsError{Diagnostics: diags, Source: src}
 	}
 	s, diags := check.Check(f)
 	if len(diags) > 0 {
-		return nil, &DiagnosticsError{Diagnostics: diags}
+		return nil, &DiagnosticsError{Diagnostics: diags, Source: src}
 	}
 	return s, nil
 }

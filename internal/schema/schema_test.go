@@ -17,10 +17,10 @@ import (
 const sharedDir = "../../../shared"
 
 // sharedSchemas returns every schema the shared conformance data and workloads hold,
-// keyed by file name.
+// keyed by folder and file name.
 func sharedSchemas(t testing.TB) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(sharedDir, "conformance/spicedb/*.yaml"))
+	files, err := filepath.Glob(filepath.Join(sharedDir, "conformance/*/*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Skipf("shared conformance data not found (%v)", err)
 	}
@@ -36,7 +36,7 @@ func sharedSchemas(t testing.TB) map[string]string {
 		if err := yaml.Unmarshal(raw, &doc); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out[filepath.Base(f)] = doc.Schema
+		out[filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f)] = doc.Schema
 	}
 	if raw, err := os.ReadFile(filepath.Join(sharedDir, "workloads/social/schema.zed")); err == nil {
 		out["social/schema.zed"] = string(raw)

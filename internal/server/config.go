@@ -85,9 +85,21 @@ type Config struct {
 	// negative: no cache). It is allocated whole at start: the limit is the cost.
 	DispatchCacheMaxBytes int64
 
-	// MetricsAddr is where /metrics and /debug/pprof listen; "" or "-" turns them off.
-	// The CLI's flag default is DefaultMetricsAddr.
+	// GRPCTLSCertPath and GRPCTLSKeyPath, when set, serve the gRPC API over TLS with that
+	// certificate and key, reloaded when the files change; HTTPTLSCertPath and
+	// HTTPTLSKeyPath do the same for the HTTP gateway.
+	GRPCTLSCertPath, GRPCTLSKeyPath string
+	HTTPTLSCertPath, HTTPTLSKeyPath string
+
+	// MetricsAddr is where /metrics (and, with PProf, /debug/pprof) listen; "" or "-"
+	// turns them off. The CLI's flag default is DefaultMetricsAddr.
 	MetricsAddr string
+	// MetricsPresharedKey, when set, is the bearer token /metrics and /debug/pprof
+	// require. A metrics address beyond loopback needs one.
+	MetricsPresharedKey string
+	// PProf serves Go's profiles under /debug/pprof on the metrics address. The
+	// command line is never served: it may hold keys and passwords.
+	PProf bool
 	// TracerProvider, if not nil, traces every call (OpenTelemetry, continuing traces
 	// clients propagate) and the datastore queries of sampled calls.
 	TracerProvider trace.TracerProvider
@@ -163,12 +175,18 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
-	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, len(c.PresharedKeys) == 0))
+	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, len(c.PresharedKeys) == 0, "--grpc-preshared-key"))
 	if c.HTTPAddr != "" {
-		errs = append(errs, checkAddr("http address", c.HTTPAddr, len(c.PresharedKeys) == 0))
+		errs = append(errs, checkAddr("http address", c.HTTPAddr, len(c.PresharedKeys) == 0, "--grpc-preshared-key"))
 	}
 	if c.MetricsAddr != "" {
-		errs = append(errs, checkAddr("metrics address", c.MetricsAddr, len(c.PresharedKeys) == 0))
+		errs = append(errs, checkAddr("metrics address", c.MetricsAddr, c.MetricsPresharedKey == "", "--metrics-preshared-key"))
+	} else if c.PProf {
+		errs = append(errs, errors.New("pprof is served on the metrics address, which is turned off"))
+	}
+	errs = append(errs, checkTLSPair("grpc", c.GRPCTLSCertPath, c.GRPCTLSKeyPath), checkTLSPair("http", c.HTTPTLSCertPath, c.HTTPTLSKeyPath))
+	if c.HTTPAddr == "" && c.HTTPTLSCertPath != "" {
+		errs = append(errs, errors.New("an HTTP TLS certificate is set but the HTTP gateway is turned off"))
 	}
 	for i, k := range c.PresharedKeys {
 		if strings.TrimSpace(k) == "" {
@@ -210,9 +228,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkAddr validates a listen address; without a preshared key only loopback is
-// allowed, because a generated key printed on one machine protects nothing on a network.
-func checkAddr(what, addr string, loopbackOnly bool) error {
+// checkAddr validates a listen address; without a preshared key (keyFlag names the
+// flag that sets it) only loopback is allowed, because a generated key printed on one
+// machine, or no key at all, protects nothing on a network.
+func checkAddr(what, addr string, loopbackOnly bool, keyFlag string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%s %q: %v", what, addr, err)
@@ -221,7 +240,15 @@ func checkAddr(what, addr string, loopbackOnly bool) error {
 		return fmt.Errorf("%s %q: missing port", what, addr)
 	}
 	if loopbackOnly && !isLoopback(host) {
-		return fmt.Errorf("%s %q is not a loopback address: set a preshared key to listen beyond this machine", what, addr)
+		return fmt.Errorf("%s %q is not a loopback address: set %s to listen beyond this machine", what, addr, keyFlag)
+	}
+	return nil
+}
+
+// checkTLSPair requires a listener's certificate and key to be given together.
+func checkTLSPair(listener, cert, key string) error {
+	if (cert == "") != (key == "") {
+		return fmt.Errorf("--%s-tls-cert-path and --%s-tls-key-path go together: give both or neither", listener, listener)
 	}
 	return nil
 }

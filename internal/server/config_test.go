@@ -23,6 +23,11 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{Config{HTTPAddr: "10.0.0.1:80"}, "not a loopback address"},
 		{Config{PresharedKeys: []string{" "}}, "preshared key 1 is empty"},
 		{Config{DatastoreEngine: "spanner"}, `unknown datastore engine "spanner" (supported: pebble, memory, postgres, cockroachdb)`},
+		// The API's key does not protect metrics and profiles: they need their own.
+		{Config{MetricsAddr: "0.0.0.0:9090", PresharedKeys: []string{"k"}}, `metrics address "0.0.0.0:9090" is not a loopback address: set --metrics-preshared-key`},
+		{Config{MetricsAddr: "-", PProf: true}, "pprof is served on the metrics address, which is turned off"},
+		{Config{GRPCTLSCertPath: "cert.pem"}, "--grpc-tls-cert-path and --grpc-tls-key-path go together"},
+		{Config{HTTPTLSKeyPath: "key.pem"}, "--http-tls-cert-path and --http-tls-key-path go together"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -31,6 +36,9 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	}
 	if err := (Config{GRPCAddr: "0.0.0.0:50051", HTTPAddr: "[::]:8443", PresharedKeys: []string{"k"}}).Validate(); err != nil {
 		t.Errorf("public addresses with a key: %v", err)
+	}
+	if err := (Config{MetricsAddr: "0.0.0.0:9090", MetricsPresharedKey: "m"}).Validate(); err != nil {
+		t.Errorf("public metrics address with a metrics key: %v", err)
 	}
 	if err := (Config{GRPCAddr: "localhost:0", HTTPAddr: "[::1]:0"}).Validate(); err != nil {
 		t.Errorf("loopback addresses without a key: %v", err)

@@ -24,14 +24,14 @@ type relationshipCounters struct {
 type counterExistsError struct{ name string }
 
 func (e *counterExistsError) Error() string {
-	return fmt.Sprintf("a relationship counter named %q is already registered", e.name)
+	return fmt.Sprintf("a relationship counter named `%s` is already registered", e.name)
 }
 
 // counterUnknownError: no counter has that name.
 type counterUnknownError struct{ name string }
 
 func (e *counterUnknownError) Error() string {
-	return fmt.Sprintf("no relationship counter named %q is registered", e.name)
+	return fmt.Sprintf("no relationship counter named `%s` is registered", e.name)
 }
 
 func (e *experimentalService) ExperimentalRegisterRelationshipCounter(ctx context.Context, req *v1.ExperimentalRegisterRelationshipCounterRequest) (*v1.ExperimentalRegisterRelationshipCounterResponse, error) {

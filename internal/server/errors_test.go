@@ -14,6 +14,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -25,16 +26,17 @@ func TestErrorTable(t *testing.T) {
 		code   codes.Code
 		reason v1.ErrorReason
 	}{
-		{&engine.UnknownDefinitionError{Name: "x"}, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
-		{fmt.Errorf("wrapped: %w", &engine.UnknownRelationError{Definition: "x", Name: "y"}), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
-		{engine.ErrMaxDepth, codes.ResourceExhausted, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED},
+		{&ir.UnknownDefinitionError{Name: "x"}, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION},
+		{fmt.Errorf("wrapped: %w", &ir.UnknownRelationError{Definition: "x", Name: "y"}), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION},
+		{engine.ErrMaxDepth, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED},
+		{fmt.Errorf("query: %w", store.ErrUnavailable), codes.Unavailable, v1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{&engine.CaveatEvalError{Caveat: "c", Err: errors.New("bad")}, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_EVALUATION_ERROR},
 		{engine.ErrWildcardSubject, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_WILDCARD_NOT_ALLOWED},
 		{&store.AlreadyExistsError{Relationship: r}, codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_ATTEMPT_TO_RECREATE_RELATIONSHIP},
 		{&store.PreconditionFailedError{Precondition: store.Precondition{Op: store.MustMatch, Filter: store.Filter{ResourceType: "document"}}}, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_WRITE_OR_DELETE_PRECONDITION_FAILURE},
 		{&store.DuplicateUpdateError{Relationship: r}, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UPDATES_ON_SAME_RELATIONSHIP},
 		{store.ErrTooManyToDelete, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_RELATIONSHIPS_FOR_TRANSACTIONAL_DELETE},
-		{store.ErrInvalidCursor, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR},
+		{store.ErrInvalidCursor, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR},
 		{store.ErrRevisionGone, codes.OutOfRange, v1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{&tooManyError{tooManyUpdates, 5, 4}, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_UPDATES_IN_REQUEST},
 		{&tooManyError{tooManyPreconditions, 5, 4}, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_TOO_MANY_PRECONDITIONS_IN_REQUEST},
@@ -53,7 +55,7 @@ func TestUnknownErrorsDoNotLeak(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	for _, err := range []error{
 		errors.New("dial tcp 10.1.2.3:5432: secret detail"),
-		internalError{&engine.UnknownDefinitionError{Name: "hidden"}},
+		internalError{&ir.UnknownDefinitionError{Name: "hidden"}},
 	} {
 		st, _ := status.FromError(toStatus(log, err))
 		if st.Code() != codes.Internal || st.Message() != "internal error" {
@@ -65,21 +67,5 @@ func TestUnknownErrorsDoNotLeak(t *testing.T) {
 	}
 	if toStatus(log, nil) != nil {
 		t.Error("toStatus(nil) is not nil")
-	}
-}
-
-func TestPreconditionMetadata(t *testing.T) {
-	m := preconditionMeta(store.Precondition{Op: store.MustNotMatch, Filter: store.Filter{
-		ResourceType: "document", ResourceIDs: []string{"d"}, Relation: "viewer",
-		Subject: &store.SubjectFilter{Type: "user", IDs: []string{"u"}, RelationSet: true, Relation: "member"},
-	}})
-	want := map[string]string{
-		"precondition_operation": "MUST_NOT_MATCH", "precondition_resource_type": "document", "precondition_resource_id": "d",
-		"precondition_relation": "viewer", "precondition_subject_type": "user", "precondition_subject_id": "u", "precondition_subject_relation": "member",
-	}
-	for k, v := range want {
-		if m[k] != v {
-			t.Errorf("%s = %q, want %q", k, m[k], v)
-		}
 	}
 }

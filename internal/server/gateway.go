@@ -12,9 +12,12 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
+	"github.com/latch-authz/latch/internal/server/apierr"
 	"github.com/latch-authz/latch/internal/server/playground"
 )
 
@@ -24,8 +27,12 @@ import (
 // streaming calls (ReadRelationships) work, which the in-process handlers cannot do.
 // The Authorization header is forwarded as gRPC metadata.
 func (s *Server) newGateway() error {
+	creds := insecure.NewCredentials()
+	if s.grpcTLS != nil {
+		creds = credentials.NewTLS(s.grpcTLS.Self())
+	}
 	conn, err := grpc.NewClient(s.grpcLis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+1<<10)),
 	)
 	if err != nil {
@@ -33,7 +40,7 @@ func (s *Server) newGateway() error {
 	}
 	s.gwConn = conn
 	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
-		runtime.WithIncomingHeaderMatcher(forwardHeader))
+		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithErrorHandler(boundedErrors))
 	ctx := context.Background()
 	if err := v1.RegisterSchemaServiceHandlerClient(ctx, mux, v1.NewSchemaServiceClient(conn)); err != nil {
 		return err
@@ -68,6 +75,20 @@ func withPlayground(pg http.Handler, next http.Handler) http.Handler {
 	mux.Handle("/playground/", pg)
 	mux.Handle("/", next)
 	return mux
+}
+
+// boundedErrors is grpc-gateway's error handler with the message cut to a bounded
+// prefix: a body the gateway cannot decode comes back quoting the offending value,
+// however large.
+func boundedErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if st, ok := status.FromError(err); ok {
+		if msg := apierr.Bound(st.Message()); msg != st.Message() {
+			p := st.Proto()
+			p.Message = msg
+			err = status.ErrorProto(p)
+		}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }
 
 // limitBody bounds request bodies like gRPC's MaxRecvMsgSize bounds messages.

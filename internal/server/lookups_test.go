@@ -213,13 +213,13 @@ func TestLookupCursorKeepsItsRevision(t *testing.T) {
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 	bad := &v1.LookupResourcesRequest{ResourceObjectType: "doc", Permission: "view", Subject: sub("user", "ann", ""), OptionalCursor: &v1.Cursor{Token: "!!"}}
 	stream, err = ts.perms.LookupResources(ctxT(t), bad)
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 }
 
 // firstErr returns the error a server stream fails with before its first message.
@@ -285,9 +285,9 @@ func TestLookupSubjectsCursorKeepsItsRevision(t *testing.T) {
 
 	other := proto.Clone(req).(*v1.LookupSubjectsRequest)
 	other.Resource = obj("doc", "e")
-	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 	other.Resource, other.OptionalCursor = obj("doc", "d"), &v1.Cursor{Token: "AQ"}
-	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 
 	// A LookupResources cursor does not resume a LookupSubjects call.
 	lr := &v1.LookupResourcesRequest{
@@ -296,7 +296,7 @@ func TestLookupSubjectsCursorKeepsItsRevision(t *testing.T) {
 	}
 	_, lrCursor := ts.lookupResourcesPage(t, lr)
 	other.OptionalCursor = lrCursor
-	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
+	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 }
 
 func TestLookupRequestValidation(t *testing.T) {

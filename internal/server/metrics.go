@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -138,15 +139,35 @@ func (r *timedReader) Query(ctx context.Context, f store.Filter, opts store.Quer
 	}
 }
 
-// handler serves /metrics and /debug/pprof on a mux of its own (never
-// http.DefaultServeMux, which any imported package may have added to).
-func (m *metrics) handler() http.Handler {
+// handler serves /metrics and, when asked for, Go's profiles under /debug/pprof, on a
+// mux of its own (never http.DefaultServeMux, which any imported package may have
+// added to). The command line (pprof's cmdline) is never served: it may hold the
+// preshared key or a database password. With key set, every path needs it as a
+// bearer token.
+func (m *metrics) handler(key string, withPProf bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	if withPProf {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
+	}
+	if key == "" {
+		return mux
+	}
+	auth := newAuthenticator([]string{key})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		switch {
+		case !ok || !strings.EqualFold(scheme, "bearer"):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="latch metrics"`)
+			http.Error(w, "missing authorization: send the header `Authorization: Bearer <metrics preshared key>`", http.StatusUnauthorized)
+		case !auth.matches(token):
+			http.Error(w, "invalid metrics preshared key", http.StatusForbidden)
+		default:
+			mux.ServeHTTP(w, r)
+		}
+	})
 }

@@ -6,14 +6,24 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 
+	"buf.build/go/protovalidate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latch-authz/latch/internal/server/apierr"
 )
 
 // Interceptors run outermost first: recover (so nothing below can take the process
@@ -63,6 +73,17 @@ func newAuthenticator(keys []string) *authenticator {
 	return a
 }
 
+// matches reports, in time independent of where they differ, whether token is one of
+// the keys.
+func (a *authenticator) matches(token string) bool {
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	match := 0
+	for _, d := range a.digests {
+		match |= subtle.ConstantTimeCompare(got[:], d[:])
+	}
+	return match == 1
+}
+
 // exempt lists method prefixes served without a key: probes and tooling discovery,
 // which SpiceDB also serves without one.
 var exempt = []string{"/grpc.health.v1.Health/", "/grpc.reflection."}
@@ -87,12 +108,7 @@ func (a *authenticator) check(ctx context.Context) error {
 	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
 		return status.Error(codes.Unauthenticated, "authorization is not a bearer token: send `authorization: Bearer <preshared key>`")
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := 0
-	for _, d := range a.digests {
-		match |= subtle.ConstantTimeCompare(got[:], d[:])
-	}
-	if match != 1 {
+	if !a.matches(token) {
 		return status.Error(codes.PermissionDenied, "invalid preshared key")
 	}
 	return nil
@@ -123,21 +139,103 @@ func generateKey() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// validateMessage runs the generated protoc-gen-validate rules and authzed-go's
-// hand-written ones on a request.
+// validateMessage runs the protos' buf.validate rules and authzed-go's hand-written
+// ones on a request, as SpiceDB does.
 func validateMessage(m any) error {
-	if v, ok := m.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+	if pm, ok := m.(proto.Message); ok {
+		if err := protovalidate.Validate(pm); err != nil {
+			return validationStatus(err)
 		}
 	}
 	if v, ok := m.(interface{ HandwrittenValidate() error }); ok {
 		if err := v.HandwrittenValidate(); err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+			return status.Error(codes.InvalidArgument, apierr.Bound(err.Error()))
 		}
 	}
 	return nil
 }
+
+// validationStatus renders a rule violation as SpiceDB does: "validation error:
+// <field>: <reason>" (or "validation errors:" and every violation), with the
+// violations themselves as a buf.validate.Violations detail, which the HTTP gateway
+// passes on too.
+func validationStatus(err error) error {
+	ve, ok := errors.AsType[*protovalidate.ValidationError](err)
+	if !ok {
+		// A rule that does not compile or evaluate is the server's fault.
+		return status.Error(codes.Internal, "validating the request: "+err.Error())
+	}
+	st := status.New(codes.InvalidArgument, apierr.Bound(ve.Error()))
+	if withDetails, err := st.WithDetails(ve.ToProto()); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// grpc-go answers a request its codec cannot decode (invalid UTF-8 in a string,
+// nesting too deep) with INTERNAL, a server fault clients may retry, and writes that
+// status before any interceptor or handler runs. So the server's codec, for the
+// authzed API's requests, records the failure instead of returning it, and the
+// handlers, wrapped by invalidOnDecodeError, answer INVALID_ARGUMENT.
+
+// decodeCodec is grpc-go's proto codec, recording undecodable authzed requests.
+type decodeCodec struct{ encoding.CodecV2 }
+
+// undecodable maps a request message that failed to decode to why. Entries live
+// from the codec's Unmarshal to the wrapped handler's check just after it.
+var undecodable sync.Map
+
+func newDecodeCodec() decodeCodec { return decodeCodec{encoding.GetCodecV2(protoenc.Name)} }
+
+func (c decodeCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.CodecV2.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	// Only the authzed services are wrapped, so only their requests may be left
+	// for the handler to report; health and reflection keep grpc-go's answer.
+	if m, ok := v.(proto.Message); ok && m.ProtoReflect().Descriptor().ParentFile().Package() == "authzed.api.v1" {
+		undecodable.Store(v, err)
+		return nil
+	}
+	return err
+}
+
+// decoded turns a decode failure the codec recorded for v into INVALID_ARGUMENT.
+func decoded(v any, err error) error {
+	if err != nil {
+		return err
+	}
+	if cause, ok := undecodable.LoadAndDelete(v); ok {
+		return status.Error(codes.InvalidArgument, apierr.Bound(fmt.Sprintf("the request could not be decoded: %v", cause)))
+	}
+	return nil
+}
+
+// invalidOnDecodeError returns a copy of sd whose handlers report a request the
+// codec could not decode as INVALID_ARGUMENT.
+func invalidOnDecodeError(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
+	out := *sd
+	out.Methods = make([]grpc.MethodDesc, len(sd.Methods))
+	for i, m := range sd.Methods {
+		h := m.Handler
+		m.Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			return h(srv, ctx, func(v any) error { return decoded(v, dec(v)) }, interceptor)
+		}
+		out.Methods[i] = m
+	}
+	out.Streams = make([]grpc.StreamDesc, len(sd.Streams))
+	for i, s := range sd.Streams {
+		h := s.Handler
+		s.Handler = func(srv any, stream grpc.ServerStream) error { return h(srv, &decodingStream{stream}) }
+		out.Streams[i] = s
+	}
+	return &out
+}
+
+type decodingStream struct{ grpc.ServerStream }
+
+func (s *decodingStream) RecvMsg(m any) error { return decoded(m, s.ServerStream.RecvMsg(m)) }
 
 func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := validateMessage(req); err != nil {

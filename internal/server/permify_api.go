@@ -49,7 +49,7 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 			if st.Code() == codes.Unauthenticated && r.Header.Get("Authorization") == "" {
 				reason = "ERROR_CODE_MISSING_BEARER_TOKEN"
 			}
-			return permify.NewError(int(st.Code()), reason, st.Message())
+			return permify.NewError(st.Code(), reason, st.Message())
 		},
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 
@@ -120,6 +121,9 @@ func (p *permissionsService) DeleteRelationships(ctx context.Context, req *v1.De
 	}
 	f := filterFromV1(req.GetRelationshipFilter())
 	rev, deleted, more, err := p.s.store.DeleteByFilter(ctx, preconds, f, int(req.GetOptionalLimit()), req.GetOptionalAllowPartialDeletions())
+	if errors.Is(err, store.ErrTooManyToDelete) {
+		err = &tooManyToDeleteError{req.GetRelationshipFilter(), int(req.GetOptionalLimit())}
+	}
 	if err != nil {
 		return nil, p.s.status(err)
 	}
@@ -138,8 +142,8 @@ func (p *permissionsService) DeleteRelationships(ctx context.Context, req *v1.De
 // store's DeleteByFilter has no validator hook; a schema write racing a delete can
 // only remove definitions that have no relationships, so the race deletes nothing wrong.
 func (s *Server) checkFilterAtHead(ctx context.Context, f *v1.RelationshipFilter, preconds []*v1.Precondition) error {
-	if filterIsEmpty(f) {
-		return &invalidFilterError{f.String(), "at least one field of the filter must be set"}
+	if err := filterShapeError(f); err != nil {
+		return err
 	}
 	_, sch, err := s.readerAndSchema(ctx, headConsistency)
 	if err != nil {
@@ -197,11 +201,23 @@ func (p *permissionsService) ReadRelationships(req *v1.ReadRelationshipsRequest,
 	return nil
 }
 
+// filterShapeError refuses a filter SpiceDB refuses before reading anything: an
+// empty one, or one that gives both a resource id and a resource id prefix.
+func filterShapeError(f *v1.RelationshipFilter) error {
+	switch {
+	case filterIsEmpty(f):
+		return &invalidFilterError{f.String(), "at least one field of the filter must be set"}
+	case f.GetOptionalResourceId() != "" && f.GetOptionalResourceIdPrefix() != "":
+		return &invalidFilterError{f.String(), "resource_id and resource_id_prefix cannot be set at the same time"}
+	}
+	return nil
+}
+
 // readStart opens the reader a read runs at: the cursor's revision when resuming,
 // else the one the consistency asks for.
 func (s *Server) readStart(ctx context.Context, req *v1.ReadRelationshipsRequest) (store.Reader, store.Cursor, error) {
-	if filterIsEmpty(req.GetRelationshipFilter()) {
-		return nil, "", &invalidFilterError{req.GetRelationshipFilter().String(), "at least one field of the filter must be set"}
+	if err := filterShapeError(req.GetRelationshipFilter()); err != nil {
+		return nil, "", err
 	}
 	if c := req.GetOptionalCursor(); c != nil {
 		rc, err := decodeCursor(c, req.GetRelationshipFilter())

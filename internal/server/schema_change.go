@@ -42,7 +42,7 @@ func checkRelationChange(ctx context.Context, r store.Reader, od *ir.Definition,
 		return removedRelationError(od, or, nd, *ex)
 	}
 	for _, a := range or.Allowed {
-		if allows(nr.Allowed, a) {
+		if nr.AllowsType(a.SubjectType) {
 			continue
 		}
 		ex, err := firstMatch(ctx, r, allowedFilter(od.Name, or.Name, a), func(x rel.Relationship) bool { return matchesAllowed(x, a) })
@@ -53,7 +53,7 @@ func checkRelationChange(ctx context.Context, r store.Reader, od *ir.Definition,
 			return &schemaChangeError{
 				msg: fmt.Sprintf("cannot remove allowed type `%s` from relation `%s` in definition `%s`: relationship `%s` uses it; delete such relationships first",
 					a.String(), or.Name, od.Name, rel.String(*ex)),
-				meta: map[string]string{"definition_name": od.Name, "relation_name": or.Name, "subject_type": a.String(), "relationship": rel.String(*ex)},
+				meta: map[string]string{"operation": "remove_allowed_type", "resource_type": od.Name, "relation": or.Name, "allowed_type": a.String(), "relationship": rel.String(*ex)},
 			}
 		}
 	}
@@ -61,10 +61,13 @@ func checkRelationChange(ctx context.Context, r store.Reader, od *ir.Definition,
 }
 
 func removedRelationError(od *ir.Definition, or *ir.Relation, nd *ir.Definition, ex rel.Relationship) error {
-	meta := map[string]string{"definition_name": od.Name, "relation_name": or.Name, "relationship": rel.String(ex)}
+	// SpiceDB's metadata: which change was refused, and an example of the data in
+	// its way.
+	meta := map[string]string{"operation": "delete_relation", "resource_type": od.Name, "relation": or.Name, "relationship": rel.String(ex)}
 	var msg string
 	switch {
 	case nd == nil:
+		meta = map[string]string{"operation": "delete_object_definition", "resource_type": od.Name, "relationship": rel.String(ex)}
 		msg = fmt.Sprintf("cannot remove definition `%s`: relationship `%s` exists under its relation `%s`; delete such relationships first", od.Name, rel.String(ex), or.Name)
 	case nd.Relation(or.Name) != nil:
 		msg = fmt.Sprintf("cannot turn relation `%s` in definition `%s` into a permission: relationship `%s` exists under it; delete such relationships first", or.Name, od.Name, rel.String(ex))
@@ -90,15 +93,6 @@ func firstMatch(ctx context.Context, r store.Reader, f store.Filter, keep func(r
 		}
 	}
 	return nil, nil
-}
-
-func allows(list []ir.AllowedSubject, a ir.AllowedSubject) bool {
-	for _, b := range list {
-		if b == a {
-			return true
-		}
-	}
-	return false
 }
 
 func allowedFilter(def, relation string, a ir.AllowedSubject) store.Filter {

@@ -371,14 +371,14 @@ func diffMembers(od, d *ir.Definition) []*v1.ReflectionSchemaDiff {
 			out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_RelationDocCommentChanged{RelationDocCommentChanged: reflectRelation(r)}})
 		}
 		for _, a := range o.Allowed {
-			if !slices.Contains(r.Allowed, a) {
+			if !r.AllowsType(a.SubjectType) {
 				out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_RelationSubjectTypeRemoved{RelationSubjectTypeRemoved: &v1.ReflectionRelationSubjectTypeChange{
 					Relation: reflectRelation(r), ChangedSubjectType: reflectTypeRef(a),
 				}}})
 			}
 		}
 		for _, a := range r.Allowed {
-			if !slices.Contains(o.Allowed, a) {
+			if !o.AllowsType(a.SubjectType) {
 				out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_RelationSubjectTypeAdded{RelationSubjectTypeAdded: &v1.ReflectionRelationSubjectTypeChange{
 					Relation: reflectRelation(r), ChangedSubjectType: reflectTypeRef(a),
 				}}})

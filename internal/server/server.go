@@ -1,7 +1,7 @@
 // Package server owns latch's network face: the SpiceDB-compatible authzed.api.v1
 // gRPC services and their HTTP/JSON gateway, preshared-key auth, request validation,
-// panic recovery, and the one table that maps domain errors to gRPC codes and
-// ErrorReasons. It translates wire types to engine and store calls and back, and
+// panic recovery, and rendering domain errors, as server/apierr classifies them, as
+// gRPC statuses with ErrorReasons. It translates wire types to engine and store calls and back, and
 // decides nothing about permissions itself.
 package server
 
@@ -17,6 +17,7 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -29,6 +30,7 @@ import (
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
 	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/tlsconfig"
 )
 
 // Server is a running (or ready to run) latch server. New binds its listeners, so
@@ -51,6 +53,9 @@ type Server struct {
 
 	http    *http.Server // nil when the gateway is disabled
 	httpLis net.Listener
+
+	// grpcTLS and httpTLS are the listeners' certificates; nil serves plaintext.
+	grpcTLS, httpTLS *tlsconfig.Pair
 
 	metrics    *metrics
 	metricsSrv *http.Server // nil when metrics are disabled
@@ -84,6 +89,9 @@ func New(cfg Config) (*Server, error) {
 		s.generated = generateKey()
 		keys = []string{s.generated}
 	}
+	if err := s.loadCertificates(); err != nil {
+		return nil, err
+	}
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
@@ -93,6 +101,23 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// loadCertificates loads the TLS certificates the configuration names.
+func (s *Server) loadCertificates() error {
+	warn := func(err error) { s.cfg.Logger.Warn("TLS certificate", "err", err) }
+	var err error
+	if s.cfg.GRPCTLSCertPath != "" {
+		if s.grpcTLS, err = tlsconfig.Load(s.cfg.GRPCTLSCertPath, s.cfg.GRPCTLSKeyPath, warn); err != nil {
+			return fmt.Errorf("gRPC listener: %w", err)
+		}
+	}
+	if s.cfg.HTTPTLSCertPath != "" && s.cfg.HTTPAddr != "" {
+		if s.httpTLS, err = tlsconfig.Load(s.cfg.HTTPTLSCertPath, s.cfg.HTTPTLSKeyPath, warn); err != nil {
+			return fmt.Errorf("HTTP listener: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *Server) openStore() error {
@@ -158,7 +183,7 @@ func (s *Server) listen(keys []string) error {
 			return fmt.Errorf("listening for metrics on %s: %w", s.cfg.MetricsAddr, err)
 		}
 		s.metricsLis = ml
-		s.metricsSrv = &http.Server{Handler: s.metrics.handler(), ReadHeaderTimeout: 10 * time.Second}
+		s.metricsSrv = &http.Server{Handler: s.metrics.handler(s.cfg.MetricsPresharedKey, s.cfg.PProf), ReadHeaderTimeout: 10 * time.Second}
 	}
 	if s.cfg.HTTPAddr == "" {
 		return nil
@@ -174,8 +199,13 @@ func (s *Server) listen(keys []string) error {
 func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 	auth := newAuthenticator(keys)
 	adm := newAdmission(s.cfg, s.metrics)
-	g := grpc.NewServer(append(s.cfg.tracingOptions(),
+	opts := s.cfg.tracingOptions()
+	if s.grpcTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.Server())))
+	}
+	g := grpc.NewServer(append(opts,
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes),
+		grpc.ForceServerCodecV2(newDecodeCodec()),
 		// Calls run on long-lived workers, as many as admission lets execute or wait at
 		// once: a goroutine per call would grow a fresh stack through the store's deep
 		// iterator calls every time (a fifth of the CPU of a check load, in copystack).
@@ -185,11 +215,11 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, auth.stream, adm.stream, validateStream),
 	)...)
 	perms := &permissionsService{s: s}
-	v1.RegisterPermissionsServiceServer(g, perms)
+	g.RegisterService(invalidOnDecodeError(&v1.PermissionsService_ServiceDesc), perms)
 	schemas := &schemaService{s: s}
-	v1.RegisterSchemaServiceServer(g, schemas)
-	v1.RegisterExperimentalServiceServer(g, &experimentalService{perms: perms, schema: schemas})
-	v1.RegisterWatchServiceServer(g, &watchService{s: s})
+	g.RegisterService(invalidOnDecodeError(&v1.SchemaService_ServiceDesc), schemas)
+	g.RegisterService(invalidOnDecodeError(&v1.ExperimentalService_ServiceDesc), &experimentalService{perms: perms, schema: schemas})
+	g.RegisterService(invalidOnDecodeError(&v1.WatchService_ServiceDesc), &watchService{s: s})
 	s.health = health.NewServer()
 	for _, name := range healthServices {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
@@ -228,8 +258,9 @@ func (s *Server) MetricsAddr() string {
 func (s *Server) GeneratedKey() string { return s.generated }
 
 // Serve runs the server until ctx is done or a listener fails, then stops gracefully:
-// health turns NOT_SERVING, in-flight requests get ShutdownGrace to finish, and
-// everything New acquired is released. It returns nil after a clean stop.
+// health (which meanwhile follows the datastore's reachability) turns NOT_SERVING,
+// in-flight requests get ShutdownGrace to finish, and everything New acquired is
+// released. It returns nil after a clean stop.
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	if s.served || s.closed {
@@ -244,18 +275,33 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { errc <- s.grpc.Serve(s.grpcLis) }()
 	if s.http != nil {
 		running++
-		go func() { errc <- ignoreClosed(s.http.Serve(s.httpLis)) }()
+		go func() {
+			if s.httpTLS != nil {
+				s.http.TLSConfig = s.httpTLS.Server()
+				errc <- ignoreClosed(s.http.ServeTLS(s.httpLis, "", ""))
+				return
+			}
+			errc <- ignoreClosed(s.http.Serve(s.httpLis))
+		}()
 	}
 	if s.metricsSrv != nil {
 		running++
 		go func() { errc <- ignoreClosed(s.metricsSrv.Serve(s.metricsLis)) }()
 	}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	go func() {
+		s.probeDatastore(probeCtx)
+		close(probed)
+	}()
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 		running--
 	}
+	stopProbe()
+	<-probed
 	s.shutdown()
 	for ; running > 0; running-- {
 		if e := <-errc; err == nil {

@@ -30,7 +30,7 @@ var (
 type AlreadyExistsError struct{ Relationship rel.Relationship }
 
 func (e *AlreadyExistsError) Error() string {
-	return "relationship " + rel.String(e.Relationship) + " already exists"
+	return "could not CREATE relationship `" + rel.String(e.Relationship) + "`: it already exists; use TOUCH to write it whether or not it exists, or a precondition"
 }
 
 // PreconditionFailedError is returned by Write and DeleteByFilter when a precondition

@@ -23,11 +23,23 @@ type expansion struct {
 	eng *engine.Engine
 	s   *ir.Schema
 	r   store.Reader
+	// done remembers finished expansions by "type:id#relation", so that a group
+	// reached along many paths is expanded once. Sets are never changed once built
+	// (every operation makes new ones), so sharing them is safe.
+	done map[string]trackingSet
+}
+
+func newExpansion(eng *engine.Engine, s *ir.Schema, r store.Reader) *expansion {
+	return &expansion{eng: eng, s: s, r: r, done: map[string]trackingSet{}}
 }
 
 // subjects expands relation on obj. depth bounds the chain of subject sets, as
 // SpiceDB's dispatch depth does: cyclic data exceeds it.
 func (x *expansion) subjects(ctx context.Context, obj rel.ObjectRef, relation string, depth int) (trackingSet, error) {
+	key := obj.String() + "#" + relation
+	if set, ok := x.done[key]; ok {
+		return set, nil
+	}
 	if depth <= 0 {
 		return nil, engine.ErrMaxDepth
 	}
@@ -35,7 +47,11 @@ func (x *expansion) subjects(ctx context.Context, obj rel.ObjectRef, relation st
 	if err != nil {
 		return nil, err
 	}
-	return x.relation(ctx, node, x.s.Definition(obj.Type).Relation(relation), depth)
+	set, err := x.relation(ctx, node, x.s.Definition(obj.Type).Relation(relation), depth)
+	if err == nil {
+		x.done[key] = set
+	}
+	return set, err
 }
 
 // relation follows n, the engine's node for rl. A permission whose rewrite is a single

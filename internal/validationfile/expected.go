@@ -112,7 +112,7 @@ func parseExpectedSubject(text string) (ExpectedSubject, error) {
 	// zed reads every <...> after the subject and ignores the text around them
 	// (normally ` is ` and `/`); so does latch, so that the files it accepts agree.
 	for _, m := range resourcePattern.FindAllStringSubmatch(s[end+1:], -1) {
-		if _, err := parseResourceRelation(m[1]); err != nil {
+		if err := checkResourceRelation(m[1]); err != nil {
 			return es, err
 		}
 		es.Resources = append(es.Resources, m[1])
@@ -169,13 +169,13 @@ func parseCaveatedSubject(s string) (SubjectText, error) {
 	return SubjectText{Subject: sub.String(), Caveated: caveated}, nil
 }
 
-// parseResourceRelation parses `type:id#relation`, the relation a subject was found in.
-func parseResourceRelation(s string) (rel.SubjectRef, error) {
+// checkResourceRelation checks `type:id#relation`, a relation a subject was found in.
+func checkResourceRelation(s string) error {
 	sub, err := rel.ParseSubject(s)
 	if err == nil && (sub.Relation == "" || sub.Object.ID == rel.Wildcard) {
 		err = fmt.Errorf("relation %q: expected type:id#relation", s)
 	}
-	return sub, err
+	return err
 }
 
 // compareRelation lists what differs between an entry and the subjects found for it,

@@ -118,7 +118,7 @@ func Run(ctx context.Context, f *File) (Report, error) {
 			rep.Failures = append(rep.Failures, res.Failure(f.Name))
 		}
 	}
-	x := &expansion{eng: eng, s: s, r: r}
+	x := newExpansion(eng, s, r)
 	for _, er := range f.Validation {
 		if err := ctx.Err(); err != nil {
 			return rep, err

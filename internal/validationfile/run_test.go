@@ -2,6 +2,7 @@ package validationfile
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,5 +153,45 @@ func TestExpectationMembership(t *testing.T) {
 		if e.Membership() != m {
 			t.Errorf("%v.Membership() = %v, want %v", e, e.Membership(), m)
 		}
+	}
+}
+
+// TestRunExpectedRelationErrors: an entry that cannot be expanded fails at its key's
+// line with the reason (zed reports both), and the other entries are still checked.
+func TestRunExpectedRelationErrors(t *testing.T) {
+	rep, err := run(t, `schema: |-
+  definition user {}
+  definition group {
+    relation member: user | group#member
+  }
+relationships: |-
+  group:a#member@group:b#member
+  group:b#member@group:a#member
+  group:c#member@user:x
+validation:
+  group:a#member: []
+  group:a#nope: []
+  group:c#member:
+    - "[user:x] is <group:c#member>"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range rep.Failures {
+		got = append(got, f.String())
+	}
+	want := []string{
+		"t.yaml:11: group:a#member: error: maximum depth exceeded",
+		"t.yaml:12: group:a#nope: error: relation/permission `nope` not found under definition `group`",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(rep.Relations) != 3 || !rep.Relations[2].OK() || rep.Relations[0].Err == nil {
+		t.Errorf("relations = %+v", rep.Relations)
+	}
+	if _, err := RenderValidation(rep.Relations); err == nil {
+		t.Error("RenderValidation rendered entries that could not be computed")
 	}
 }

@@ -33,7 +33,7 @@ func RenderValidation(results []RelationResult) (string, error) {
 	}
 	b.WriteByte('\n')
 	for _, r := range sorted {
-		fmt.Fprintf(&b, "  %s:", yamlKey(r.Expected.Key))
+		writeKey(&b, r.Expected.Key)
 		if len(r.Found) == 0 {
 			b.WriteString(" []\n")
 			continue
@@ -48,13 +48,23 @@ func RenderValidation(results []RelationResult) (string, error) {
 	return b.String(), nil
 }
 
-// yamlKey writes a key plainly when YAML reads it back unchanged, quoted otherwise.
-func yamlKey(k string) string {
-	out, err := yaml.Marshal(k)
-	if err != nil {
-		return strconv.Quote(k)
+// maxImplicitKey is the longest key YAML allows without an explicit `? ` marker;
+// object ids may be up to 1024 bytes, so `type:id#permission` can be longer.
+const maxImplicitKey = 1024
+
+// writeKey writes an entry's key, up to its colon: plainly when YAML reads it back
+// unchanged, quoted otherwise, and as an explicit `? key` when it is too long to be
+// an implicit one.
+func writeKey(b *strings.Builder, k string) {
+	text := strconv.Quote(k)
+	if out, err := yaml.Marshal(k); err == nil {
+		text = strings.TrimSuffix(string(out), "\n")
 	}
-	return strings.TrimSuffix(string(out), "\n")
+	if len(text) > maxImplicitKey {
+		fmt.Fprintf(b, "  ? %s\n  :", text)
+		return
+	}
+	fmt.Fprintf(b, "  %s:", text)
 }
 
 // UpdateValidation returns src with its `validation` section replaced by the rendering

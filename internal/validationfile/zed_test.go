@@ -86,12 +86,17 @@ func emptyEntries(t *testing.T, src []byte, rep Report) []byte {
 	return out
 }
 
-// TestAgreesWithZed runs the real zed on the files and on broken copies of them (every
+// TestAgreesWithZed runs the real zed on the files, and on those of the shared
+// conformance data that have validation sections, and on broken copies of them (every
 // entry emptied, every relation list wrong, every caveat marker dropped): zed and latch
 // must both pass the files, and fail each broken copy at the same lines.
 func TestAgreesWithZed(t *testing.T) {
 	zed := shared(t, "bin", "zed")
-	for _, path := range zedFiles(t) {
+	conf, err := filepath.Glob(filepath.Join(conformanceDir(t, "validation"), "v[0-9].yaml"))
+	if err != nil || len(conf) == 0 {
+		t.Fatalf("no conformance files with validation sections (%v)", err)
+	}
+	for _, path := range append(zedFiles(t), conf...) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			t.Parallel()
 			src, rep := runSource(t, path, nil)
@@ -149,4 +154,62 @@ func zedFailures(t *testing.T, zed string, src []byte) []int {
 	}
 	slices.Sort(lines)
 	return slices.Compact(lines)
+}
+
+// TestConformanceAgreesWithZed expands every relation and permission of every object
+// that SpiceDB's own validation files name, and has the real zed check the section
+// latch writes from the answers.
+func TestConformanceAgreesWithZed(t *testing.T) {
+	zed := shared(t, "bin", "zed")
+	files, err := filepath.Glob(filepath.Join(conformanceDir(t, "spicedb"), "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance files (%v)", err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			t.Parallel()
+			f, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := f.compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, r := range f.Relationships {
+				obj := r.Relationship.Resource
+				if seen[obj.String()] {
+					continue
+				}
+				seen[obj.String()] = true
+				for _, rl := range s.Definition(obj.Type).Relations {
+					f.Validation = append(f.Validation, ExpectedRelation{Key: obj.String() + "#" + rl.Name, Resource: obj, Permission: rl.Name})
+				}
+			}
+			rep, err := Run(context.Background(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			section, err := RenderValidation(rep.Relations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, ok, _ := validationLines(src); ok {
+				src, err = UpdateValidation(src, rep.Relations)
+			} else {
+				src = append(append(bytes.TrimRight(src, "\n"), '\n'), section...)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lines := zedFailures(t, zed, src); len(lines) != 0 {
+				t.Errorf("zed rejects what latch computed, at lines %v of:\n%s", lines, src)
+			}
+		})
+	}
 }

@@ -7,19 +7,20 @@
 // Permify parser maps `entity`/`or`/`and`/`not` onto the same nodes.
 package ast
 
-import (
-	"fmt"
-
-	"github.com/latch-authz/latch/internal/schema/ir"
-)
+import "fmt"
 
 // Pos is a 1-based line and column in schema source (columns count bytes).
-type Pos = ir.Pos
+type Pos struct{ Line, Col int }
 
 // Diagnostic is one positioned problem found in a schema.
 type Diagnostic struct {
 	Pos Pos
 	Msg string
+	// About is set on type errors — a name that resolves to nothing, a duplicate
+	// relation, an illegal use of a name — and labels the names involved under the
+	// keys SpiceDB's ErrorInfo uses (definition_name, relation_name, caveat_name, ...),
+	// because SpiceDB clients branch on them. Syntax errors leave it nil.
+	About map[string]string
 }
 
 // String renders "line:col: msg".

@@ -29,7 +29,7 @@ func (c *checker) caveatList() []*ir.Caveat {
 }
 
 func (c *checker) compileCaveat(cv *ast.Caveat) *ir.Caveat {
-	out := &ir.Caveat{Name: cv.Name, Doc: cv.Doc, Pos: cv.Pos, Expression: cv.Expr}
+	out := &ir.Caveat{Name: cv.Name, Doc: cv.Doc, Pos: ir.Pos(cv.Pos), Expression: cv.Expr}
 	ok := true
 	seen := map[string]bool{}
 	for _, p := range cv.Params {
@@ -77,7 +77,7 @@ func (c *checker) checkUnusedParams(cv *ast.Caveat) {
 	used := celIdents(cv.Expr)
 	for _, p := range cv.Params {
 		if !used[p.Name] {
-			c.errorf(p.Pos, "parameter `%s` for caveat `%s` is unused", p.Name, cv.Name)
+			c.typeErrorf(p.Pos, map[string]string{"caveat_name": cv.Name, "parameter_name": p.Name}, "parameter `%s` for caveat `%s` is unused", p.Name, cv.Name)
 		}
 	}
 }

@@ -76,6 +76,11 @@ func (c *checker) errorf(at ast.Pos, format string, args ...any) {
 	c.diags = append(c.diags, Diagnostic{Pos: at, Msg: fmt.Sprintf(format, args...)})
 }
 
+// typeErrorf reports a type error about the names in about (see Diagnostic.About).
+func (c *checker) typeErrorf(at ast.Pos, about map[string]string, format string, args ...any) {
+	c.diags = append(c.diags, Diagnostic{Pos: at, Msg: fmt.Sprintf(format, args...), About: about})
+}
+
 func (c *checker) run() *ir.Schema {
 	var flags []string
 	for _, u := range c.file.Uses {
@@ -91,6 +96,8 @@ func (c *checker) run() *ir.Schema {
 	for i, d := range defs {
 		irDefs[i] = c.buildDefinition(d)
 	}
+	// This first schema only indexes names for the checks below; type lists and
+	// rewrites are filled in afterwards.
 	c.schema = ir.NewSchema(irDefs, caveats, flags)
 	for i, d := range defs {
 		c.resolveRelations(d, irDefs[i])
@@ -99,7 +106,11 @@ func (c *checker) run() *ir.Schema {
 		c.resolvePermissions(d, irDefs[i])
 	}
 	c.checkAliasCycles(defs)
-	return c.schema
+	if len(c.diags) > 0 {
+		return nil
+	}
+	// Every name is known to exist now: build again to resolve the references.
+	return ir.NewSchema(irDefs, caveats, flags)
 }
 
 // definitionList validates definition names and drops repeated ones.
@@ -124,21 +135,21 @@ func (c *checker) definitionList() []*ast.Definition {
 // types; permission rewrites are filled in by checkDefinition once every definition
 // exists.
 func (c *checker) buildDefinition(d *ast.Definition) *ir.Definition {
-	out := &ir.Definition{Name: d.Name, Doc: d.Doc, Pos: d.Pos}
+	out := &ir.Definition{Name: d.Name, Doc: d.Doc, Pos: ir.Pos(d.Pos)}
 	seen := map[string]*ast.Relation{}
 	for _, r := range d.Relations {
 		if !relationName.MatchString(r.Name) {
 			c.errorf(r.NamePos, "invalid %s name `%s` in definition `%s`: must be 3 to 64 characters of lowercase letters, digits and underscores, start with a letter and not end with an underscore", kind(r), r.Name, d.Name)
 		}
 		if first, dup := seen[r.Name]; dup {
-			c.errorf(r.NamePos, "duplicate relation/permission name `%s` under definition `%s` (first defined at %d:%d)", r.Name, d.Name, first.NamePos.Line, first.NamePos.Col)
+			c.typeErrorf(r.NamePos, map[string]string{"definition_name": d.Name, "relation_or_permission_name": r.Name}, "duplicate relation/permission name `%s` under definition `%s` (first defined at %d:%d)", r.Name, d.Name, first.NamePos.Line, first.NamePos.Col)
 			continue
 		}
 		seen[r.Name] = r
-		rel := &ir.Relation{Name: r.Name, Doc: r.Doc, Pos: r.Pos}
+		rel := &ir.Relation{Name: r.Name, Doc: r.Doc, Pos: ir.Pos(r.Pos)}
 		if r.IsPermission {
 			// A placeholder, so IsPermission holds while expressions are checked.
-			rel.Rewrite = &ir.Expr{Kind: ir.Nil, Pos: r.Pos}
+			rel.Rewrite = &ir.Expr{Kind: ir.Nil, Pos: ir.Pos(r.Pos)}
 		}
 		out.Relations = append(out.Relations, rel)
 	}
@@ -157,7 +168,7 @@ func members(d *ast.Definition, out *ir.Definition) func(yield func(*ast.Relatio
 	return func(yield func(*ast.Relation, *ir.Relation) bool) {
 		for _, r := range d.Relations {
 			target := out.Relation(r.Name)
-			if target == nil || target.Pos != r.Pos {
+			if target == nil || target.Pos != ir.Pos(r.Pos) {
 				continue // a duplicate, already reported
 			}
 			if !yield(r, target) {

@@ -210,7 +210,7 @@ definition group { relation member: user }`)
 		t.Error("doc or use flag lost")
 	}
 	doc := s.Definition("doc")
-	want := []ir.AllowedSubject{
+	want := []ir.SubjectType{
 		{Type: "user"},
 		{Type: "user", Wildcard: true, Caveat: "cav"},
 		{Type: "group", Relation: "member", Caveat: "cav", Expiration: true},
@@ -220,7 +220,7 @@ definition group { relation member: user }`)
 		t.Fatalf("allowed = %+v", got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if got[i].SubjectType != want[i] {
 			t.Errorf("allowed[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
@@ -237,7 +237,7 @@ definition group { relation member: user }`)
 	if inter.Kind != ir.Intersection || inter.Children[0].ArrowKind != ir.ArrowAll || inter.Children[1].Kind != ir.Union || inter.Children[1].Children[0].Kind != ir.Nil {
 		t.Errorf("right = %+v", inter)
 	}
-	if view.Pos != (ast.Pos{Line: 8, Col: 20}) {
+	if view.Pos != (ir.Pos{Line: 8, Col: 20}) {
 		t.Errorf("expression position = %v", view.Pos)
 	}
 }
@@ -297,6 +297,7 @@ func TestCaveatDiagnostics(t *testing.T) {
 		{"unknown parameter type", "caveat cav(a foo) { a }", "1:14", "caveat `cav` parameter `a`: "},
 		{"bad expression", "caveat cav(a int) { a > @@ }", "1:25", "caveat `cav`: "},
 		{"bad expression on a later line", "caveat cav(a int) {\n  a > 1 &&\n  a < @@\n}", "3:7", "caveat `cav`: "},
+		{"too expensive", "caveat cav(a list<int>, b list<int>) {\n  a.all(x, b.exists(y, x == y))\n}", "2:3", "caveat `cav`: caveat expression is too expensive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 func (c *checker) checkAliasCycles(defs []*ast.Definition) {
 	for _, d := range defs {
 		out := c.schema.Definition(d.Name)
-		if out == nil || out.Pos != d.Pos {
+		if out == nil || out.Pos != ir.Pos(d.Pos) {
 			continue
 		}
 		stuck := unresolvedAliases(out)
@@ -30,7 +30,7 @@ func (c *checker) checkAliasCycles(defs []*ast.Definition) {
 				at = p
 			}
 		}
-		c.errorf(at, "under definition `%s`, there exists a cycle in permissions: %s", d.Name, strings.Join(stuck, ", "))
+		c.typeErrorf(ast.Pos(at), map[string]string{"definition_name": d.Name}, "under definition `%s`, there exists a cycle in permissions: %s", d.Name, strings.Join(stuck, ", "))
 	}
 }
 

@@ -13,19 +13,19 @@ func (c *checker) expr(d *ast.Definition, out *ir.Definition, perm *ast.Relation
 	case *ast.Paren:
 		return c.expr(d, out, perm, e.X)
 	case *ast.Nil:
-		return &ir.Expr{Kind: ir.Nil, Pos: e.Pos}
+		return &ir.Expr{Kind: ir.Nil, Pos: ir.Pos(e.Pos)}
 	case *ast.Ident:
 		if out.Relation(e.Name) == nil {
-			c.errorf(e.Pos, "relation/permission `%s` not found under definition `%s` (used by permission `%s`)", e.Name, d.Name, perm.Name)
+			c.typeErrorf(e.Pos, map[string]string{"definition_name": d.Name, "relation_or_permission_name": e.Name}, "relation/permission `%s` not found under definition `%s` (used by permission `%s`)", e.Name, d.Name, perm.Name)
 		}
-		return &ir.Expr{Kind: ir.Ref, Pos: e.Pos, Name: e.Name}
+		return &ir.Expr{Kind: ir.Ref, Pos: ir.Pos(e.Pos), Name: e.Name}
 	case *ast.Arrow:
 		c.checkArrow(d, out, perm, e)
 		k := ir.ArrowAny
 		if e.Func == ast.ArrowAll {
 			k = ir.ArrowAll
 		}
-		return &ir.Expr{Kind: ir.Arrow, Pos: e.Tupleset.Pos, Tupleset: e.Tupleset.Name, Target: e.Target.Name, ArrowKind: k}
+		return &ir.Expr{Kind: ir.Arrow, Pos: ir.Pos(e.Tupleset.Pos), Tupleset: e.Tupleset.Name, Target: e.Target.Name, ArrowKind: k}
 	case *ast.Binary:
 		return c.binary(d, out, perm, e)
 	}
@@ -36,7 +36,7 @@ var opKinds = map[ast.BinaryOp]ir.ExprKind{ast.Union: ir.Union, ast.Intersection
 
 func (c *checker) binary(d *ast.Definition, out *ir.Definition, perm *ast.Relation, e *ast.Binary) *ir.Expr {
 	k := opKinds[e.Op]
-	n := &ir.Expr{Kind: k, Pos: e.Position()}
+	n := &ir.Expr{Kind: k, Pos: ir.Pos(e.Position())}
 	for _, side := range []ast.Expr{e.Left, e.Right} {
 		child := c.expr(d, out, perm, side)
 		if k != ir.Exclusion && child.Kind == k {
@@ -56,12 +56,12 @@ func (c *checker) checkArrow(d *ast.Definition, out *ir.Definition, perm *ast.Re
 	ts := out.Relation(a.Tupleset.Name)
 	switch {
 	case ts == nil:
-		c.errorf(a.Tupleset.Pos, "relation `%s` not found under definition `%s` (left side of an arrow in permission `%s`)", a.Tupleset.Name, d.Name, perm.Name)
+		c.typeErrorf(a.Tupleset.Pos, map[string]string{"definition_name": d.Name, "relation_or_permission_name": a.Tupleset.Name}, "relation `%s` not found under definition `%s` (left side of an arrow in permission `%s`)", a.Tupleset.Name, d.Name, perm.Name)
 	case ts.IsPermission():
-		c.errorf(a.Tupleset.Pos, "under permission `%s`: permissions cannot be used on the left hand side of an arrow (found `%s`); use a relation", perm.Name, a.Tupleset.Name)
+		c.typeErrorf(a.Tupleset.Pos, map[string]string{"definition_name": d.Name, "permission_name": perm.Name, "used_permission_name": a.Tupleset.Name}, "under permission `%s`: permissions cannot be used on the left hand side of an arrow (found `%s`); use a relation", perm.Name, a.Tupleset.Name)
 	default:
 		if w := c.wildcardVia(d.Name, ts.Name, map[string]bool{}); w != nil {
-			c.errorf(a.Tupleset.Pos, "for arrow under permission `%s`: relation `%s#%s` includes wildcard type `%s` via relation `%s`: wildcard relations cannot be used on the left side of arrows", perm.Name, d.Name, ts.Name, w.Type, w.Via)
+			c.typeErrorf(a.Tupleset.Pos, map[string]string{"definition_name": d.Name, "permission_name": perm.Name, "accessed_relation_name": ts.Name}, "for arrow under permission `%s`: relation `%s#%s` includes wildcard type `%s` via relation `%s`: wildcard relations cannot be used on the left side of arrows", perm.Name, d.Name, ts.Name, w.Type, w.Via)
 		}
 	}
 }

@@ -20,7 +20,7 @@ func (c *checker) allowedTypes(d *ast.Definition, r *ast.Relation) []ir.AllowedS
 		}
 		src := a.String()
 		if seen[src] {
-			c.errorf(t.Pos, "duplicate subject type `%s` on relation `%s` under definition `%s`", src, r.Name, d.Name)
+			c.typeErrorf(t.Pos, map[string]string{"definition_name": d.Name, "relation_name": r.Name, "allowed_relation": src}, "duplicate subject type `%s` on relation `%s` under definition `%s`", src, r.Name, d.Name)
 			continue
 		}
 		seen[src] = true
@@ -32,36 +32,36 @@ func (c *checker) allowedTypes(d *ast.Definition, r *ast.Relation) []ir.AllowedS
 // allowedType resolves one entry of a type list; ok is false when it names something
 // that does not exist.
 func (c *checker) allowedType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef) (ir.AllowedSubject, bool) {
-	a := ir.AllowedSubject{Type: t.Type, Relation: t.Relation, Wildcard: t.Wildcard, Caveat: t.Caveat, Expiration: t.Expiration}
+	a := ir.AllowedSubject{SubjectType: ir.SubjectType{Type: t.Type, Relation: t.Relation, Wildcard: t.Wildcard, Caveat: t.Caveat, Expiration: t.Expiration}}
 	if a.Relation == "..." {
 		a.Relation = ""
 	}
-	ok := c.resolveSubjectType(d, r, t, a)
+	ok := c.resolveSubjectType(d, r, t, a.SubjectType)
 	if t.Expiration && !c.uses["expiration"] {
 		if t.Caveat == "" && c.caveats["expiration"] != nil {
 			// Without the flag, SpiceDB reads `with expiration` as a caveat reference.
 			a.Caveat, a.Expiration = "expiration", false
 			return a, ok
 		}
-		c.errorf(t.ExpirationPos, "`with expiration` on relation `%s` requires `use expiration` at the top of the schema", r.Name)
+		c.typeErrorf(t.ExpirationPos, map[string]string{"caveat_name": "expiration"}, "`with expiration` on relation `%s` requires `use expiration` at the top of the schema", r.Name)
 		ok = false
 	}
 	if t.Caveat != "" && c.caveats[t.Caveat] == nil {
-		c.errorf(t.CaveatPos, "caveat `%s` not found (used by relation `%s` under definition `%s`)", t.Caveat, r.Name, d.Name)
+		c.typeErrorf(t.CaveatPos, map[string]string{"caveat_name": t.Caveat}, "caveat `%s` not found (used by relation `%s` under definition `%s`)", t.Caveat, r.Name, d.Name)
 		ok = false
 	}
 	return a, ok
 }
 
 // resolveSubjectType checks that a subject type, and its subject relation, exist.
-func (c *checker) resolveSubjectType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef, a ir.AllowedSubject) bool {
+func (c *checker) resolveSubjectType(d *ast.Definition, r *ast.Relation, t *ast.TypeRef, a ir.SubjectType) bool {
 	target := c.defs[a.Type]
 	if target == nil {
-		c.errorf(t.Pos, "definition `%s` not found (used by %s `%s` under definition `%s`)", a.Type, kind(r), r.Name, d.Name)
+		c.typeErrorf(t.Pos, map[string]string{"definition_name": a.Type}, "definition `%s` not found (used by %s `%s` under definition `%s`)", a.Type, kind(r), r.Name, d.Name)
 		return false
 	}
 	if a.Relation != "" && !hasMember(target, a.Relation) {
-		c.errorf(t.Pos, "relation/permission `%s` not found under definition `%s` (used by %s `%s` under definition `%s`)", a.Relation, a.Type, kind(r), r.Name, d.Name)
+		c.typeErrorf(t.Pos, map[string]string{"definition_name": a.Type, "relation_or_permission_name": a.Relation}, "relation/permission `%s` not found under definition `%s` (used by %s `%s` under definition `%s`)", a.Relation, a.Type, kind(r), r.Name, d.Name)
 		return false
 	}
 	return true
@@ -83,7 +83,7 @@ func (c *checker) checkAnnotations(d *ast.Definition, r *ast.Relation) {
 		return
 	}
 	for _, t := range r.Types {
-		a := ir.AllowedSubject{Type: t.Type, Relation: t.Relation}
+		a := ir.SubjectType{Type: t.Type, Relation: t.Relation}
 		if a.Relation == "..." {
 			a.Relation = ""
 		}
@@ -142,7 +142,7 @@ func (c *checker) checkTransitiveWildcards(d *ast.Definition, rel *ir.Relation) 
 		if w == nil {
 			continue
 		}
-		c.errorf(refPos(refs, a), "relation `%s` under definition `%s` allows `%s#%s`, which includes wildcard type `%s:*` via relation `%s`: wildcard relations cannot be transitively included", rel.Name, d.Name, a.Type, a.Relation, w.Type, w.Via)
+		c.typeErrorf(refPos(refs, a), map[string]string{"definition_name": d.Name, "relation_name": rel.Name}, "relation `%s` under definition `%s` allows `%s#%s`, which includes wildcard type `%s:*` via relation `%s`: wildcard relations cannot be transitively included", rel.Name, d.Name, a.Type, a.Relation, w.Type, w.Via)
 	}
 }
 

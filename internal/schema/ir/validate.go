@@ -10,9 +10,10 @@ import (
 )
 
 // Write-time validation errors. Each names the gRPC code and ErrorReason SpiceDB
-// answers with, so the server's error table can map them the same way.
+// answers with, so the error table (server/apierr) maps them the same way.
 
-// UnknownDefinitionError: a relationship names a type the schema does not define.
+// UnknownDefinitionError: a relationship, request or filter names a type the schema
+// does not define.
 // SpiceDB: FAILED_PRECONDITION, ERROR_REASON_UNKNOWN_DEFINITION.
 type UnknownDefinitionError struct{ Name string }
 
@@ -20,7 +21,8 @@ func (e *UnknownDefinitionError) Error() string {
 	return fmt.Sprintf("object definition `%s` not found", e.Name)
 }
 
-// UnknownRelationError: a relationship names a relation the definition lacks.
+// UnknownRelationError: a relationship, request or filter names a relation or
+// permission the definition lacks.
 // SpiceDB: FAILED_PRECONDITION, ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION.
 type UnknownRelationError struct{ Definition, Name string }
 
@@ -37,11 +39,13 @@ func (e *CannotWritePermissionError) Error() string {
 }
 
 // UnknownCaveatError: a relationship names a caveat the schema does not define.
-// SpiceDB: FAILED_PRECONDITION, ERROR_REASON_UNKNOWN_CAVEAT.
-type UnknownCaveatError struct{ Name string }
+// SubjectType is the subject as a type-list entry with that caveat (`user with c`).
+// SpiceDB: INVALID_ARGUMENT, ERROR_REASON_INVALID_SUBJECT_TYPE (no relation can
+// allow a subject with a caveat that does not exist).
+type UnknownCaveatError struct{ Name, Definition, Relation, SubjectType string }
 
 func (e *UnknownCaveatError) Error() string {
-	return fmt.Sprintf("caveat `%s` not found", e.Name)
+	return fmt.Sprintf("subjects of type `%s` are not allowed on relation `%s#%s`: caveat `%s` is not defined", e.SubjectType, e.Definition, e.Relation, e.Name)
 }
 
 // SubjectNotAllowedError: the relation's type list has no entry for the subject as
@@ -107,7 +111,8 @@ func (s *Schema) ValidateRelationship(r rel.Relationship) error {
 	if r.Caveat != nil {
 		caveatName = r.Caveat.Name
 		if s.Caveat(caveatName) == nil {
-			return &UnknownCaveatError{Name: caveatName}
+			typ := subjectEntry(r.Subject, caveatName, expiring).String()
+			return &UnknownCaveatError{Name: caveatName, Definition: target.Def.Name, Relation: target.Name, SubjectType: typ}
 		}
 	}
 	if !target.allows(r.Subject, caveatName, expiring) {
@@ -165,13 +170,17 @@ func (s *Schema) AllowsSubject(def, relation string, subj rel.SubjectRef, caveat
 }
 
 func (r *Relation) allows(subj rel.SubjectRef, caveat string, expiring bool) bool {
-	want := subjectEntry(subj, caveat, expiring)
-	return slices.Contains(r.Allowed, want)
+	return r.AllowsType(subjectEntry(subj, caveat, expiring))
+}
+
+// AllowsType reports whether r's type list has the entry t.
+func (r *Relation) AllowsType(t SubjectType) bool {
+	return slices.ContainsFunc(r.Allowed, func(a AllowedSubject) bool { return a.SubjectType == t })
 }
 
 // subjectEntry is the type-list entry a subject written this way needs.
-func subjectEntry(subj rel.SubjectRef, caveat string, expiring bool) AllowedSubject {
-	a := AllowedSubject{Type: subj.Object.Type, Relation: subj.Relation, Caveat: caveat, Expiration: expiring}
+func subjectEntry(subj rel.SubjectRef, caveat string, expiring bool) SubjectType {
+	a := SubjectType{Type: subj.Object.Type, Relation: subj.Relation, Caveat: caveat, Expiration: expiring}
 	if subj.Object.ID == rel.Wildcard {
 		a.Wildcard = true
 	}
@@ -202,7 +211,7 @@ func (s *Schema) notAllowed(target *Relation, subj rel.SubjectRef, caveat string
 
 // String renders the entry as schema text: `user`, `user:*`, `group#member`, each with
 // ` with caveat`, ` with expiration` or ` with caveat and expiration`.
-func (a AllowedSubject) String() string {
+func (a SubjectType) String() string {
 	s := a.Type
 	switch {
 	case a.Wildcard:

@@ -94,7 +94,7 @@ func TestValidateRelationship(t *testing.T) {
 		},
 		{
 			"unknown caveat", withCaveat(relationship("", "viewer", "user"), "nope", nil), &ir.UnknownCaveatError{},
-			"caveat `nope` not found",
+			"subjects of type `user with nope` are not allowed on relation `document#viewer`: caveat `nope` is not defined",
 		},
 		{
 			"subject type not allowed", relationship("", "viewer", "team"), &ir.SubjectNotAllowedError{},

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 )
 
 const docSchema = `entity user {}
@@ -247,11 +249,11 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if tn := out["tenant"].(map[string]any); tn["id"] != "t2" || tn["name"] != "second" || tn["created_at"] == "" {
 		t.Errorf("create = %v", out)
 	}
-	a.fails(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "t2"}, http.StatusConflict, codeAlreadyExists, "ERROR_CODE_UNIQUE_CONSTRAINT")
-	a.fails(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "bad id!"}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "t2"}, http.StatusConflict, codes.AlreadyExists, "ERROR_CODE_UNIQUE_CONSTRAINT")
+	a.fails(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "bad id!"}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	// t2 has no schema and none of t1's data.
 	a.fails(http.MethodPost, "/v1/tenants/t2/permissions/check", map[string]any{"entity": ref("doc:1"), "permission": "view", "subject": ref("user:alice")},
-		http.StatusNotFound, codeNotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
 	a.ok("/v1/tenants/t2/schemas/write", map[string]any{"schema": docSchema})
 	if got := a.check("t2", "doc:1", "view", "user:alice", nil); got != denied {
 		t.Errorf("t1's data visible in t2: %s", got)
@@ -275,9 +277,9 @@ func TestTenantsAreIsolated(t *testing.T) {
 		t.Errorf("delete = %d %v", code, out)
 	}
 	a.fails(http.MethodPost, "/v1/tenants/t2/permissions/check", map[string]any{"entity": ref("doc:7"), "permission": "view", "subject": ref("user:zed")},
-		http.StatusNotFound, codeNotFound, "ERROR_CODE_TENANT_NOT_FOUND")
-	a.fails(http.MethodDelete, "/v1/tenants/t2", nil, http.StatusNotFound, codeNotFound, "ERROR_CODE_TENANT_NOT_FOUND")
-	a.fails(http.MethodDelete, "/v1/tenants/t1", nil, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_TENANT_NOT_FOUND")
+	a.fails(http.MethodDelete, "/v1/tenants/t2", nil, http.StatusNotFound, codes.NotFound, "ERROR_CODE_TENANT_NOT_FOUND")
+	a.fails(http.MethodDelete, "/v1/tenants/t1", nil, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 }
 
 func TestErrorShapes(t *testing.T) {
@@ -286,46 +288,46 @@ func TestErrorShapes(t *testing.T) {
 	chk := func(entity, perm, subject string) map[string]any {
 		return map[string]any{"entity": ref(entity), "permission": perm, "subject": ref(subject)}
 	}
-	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "view", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
+	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "view", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
 	out := a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": "entity user {}\nentity doc { relation owner @nobody }"},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_SCHEMA_COMPILE")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_SCHEMA_COMPILE")
 	if d := out["details"].([]any)[0].(map[string]any)["metadata"].(map[string]any)["detail"]; !strings.Contains(d.(string), "2:30: entity `nobody` not found") {
 		t.Errorf("schema error detail = %v", d)
 	}
-	a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": " "}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_SCHEMA_PARSE")
+	a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": " "}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_SCHEMA_PARSE")
 	seedDocs(t, a, "t1")
-	a.fails(http.MethodPost, p+"permissions/check", "{not json", http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
-	a.fails(http.MethodPost, p+"permissions/check", chk("nope:1", "view", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND")
-	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "nope", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_PERMISSION_DEFINITION_NOT_FOUND")
+	a.fails(http.MethodPost, p+"permissions/check", "{not json", http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
+	a.fails(http.MethodPost, p+"permissions/check", chk("nope:1", "view", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND")
+	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "nope", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_PERMISSION_DEFINITION_NOT_FOUND")
 	bad := chk("doc:1", "view", "user:a")
 	bad["metadata"] = map[string]any{"snap_token": "garbage"}
-	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
+	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
 	bad["metadata"] = map[string]any{"schema_version": "garbage"}
-	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusNotFound, codeNotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
+	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusNotFound, codes.NotFound, "ERROR_CODE_SCHEMA_NOT_FOUND")
 	ctxTuples := chk("doc:1", "view", "user:a")
 	ctxTuples["context"] = map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a")}}
-	a.fails(http.MethodPost, p+"permissions/check", ctxTuples, http.StatusNotImplemented, codeUnimplemented, "ERROR_CODE_NOT_IMPLEMENTED")
+	a.fails(http.MethodPost, p+"permissions/check", ctxTuples, http.StatusNotImplemented, codes.Unimplemented, "ERROR_CODE_NOT_IMPLEMENTED")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "team:eng")}},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "is_public", "user:eng")}},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "view", "user:eng")}},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "nope", true)}},
-		http.StatusNotFound, codeNotFound, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND")
 	for _, v := range []any{"yes", map[string]any{"@type": "type.googleapis.com/base.v1.StringValue", "data": "x"}, map[string]any{"integer": 1}, nil} {
 		a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "is_public", v)}},
-			http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_ATTRIBUTE_TYPE_MISMATCH")
+			http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_ATTRIBUTE_TYPE_MISMATCH")
 	}
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "size", 1.5)}},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_ATTRIBUTE_TYPE_MISMATCH")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_ATTRIBUTE_TYPE_MISMATCH")
 	a.fails(http.MethodPost, p+"data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "doc"}}, "continuous_token": "!!"},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_INVALID_CONTINUOUS_TOKEN")
-	a.fails(http.MethodPost, p+"data/relationships/read", map[string]any{}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
-	a.fails(http.MethodPost, p+"data/delete", map[string]any{"tuple_filter": map[string]any{"relation": "owner"}}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
-	a.fails(http.MethodPost, p+"nope", nil, http.StatusNotFound, codeNotFound, "ERROR_CODE_NOT_FOUND")
-	a.fails(http.MethodGet, p+"permissions/check", nil, http.StatusNotFound, codeNotFound, "ERROR_CODE_NOT_FOUND")
-	a.fails(http.MethodPost, "/v1/tenants/ghost/permissions/check", chk("doc:1", "view", "user:a"), http.StatusNotFound, codeNotFound, "ERROR_CODE_TENANT_NOT_FOUND")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_CONTINUOUS_TOKEN")
+	a.fails(http.MethodPost, p+"data/relationships/read", map[string]any{}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"data/delete", map[string]any{"tuple_filter": map[string]any{"relation": "owner"}}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, p+"nope", nil, http.StatusNotFound, codes.NotFound, "ERROR_CODE_NOT_FOUND")
+	a.fails(http.MethodGet, p+"permissions/check", nil, http.StatusNotFound, codes.NotFound, "ERROR_CODE_NOT_FOUND")
+	a.fails(http.MethodPost, "/v1/tenants/ghost/permissions/check", chk("doc:1", "view", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_TENANT_NOT_FOUND")
 }
 
 func TestBatchLimitAndAuthorize(t *testing.T) {
@@ -333,7 +335,7 @@ func TestBatchLimitAndAuthorize(t *testing.T) {
 		c.MaxBatch = 2
 		c.Authorize = func(r *http.Request) error {
 			if r.Header.Get("X-Deny") != "" {
-				return NewError(codeUnauthenticated, "ERROR_CODE_UNAUTHENTICATED", "no")
+				return NewError(codes.Unauthenticated, "ERROR_CODE_UNAUTHENTICATED", "no")
 			}
 			return nil
 		}
@@ -341,12 +343,12 @@ func TestBatchLimitAndAuthorize(t *testing.T) {
 	a.ok("/v1/tenants/t1/schemas/write", map[string]any{"schema": docSchema})
 	a.ok("/v1/tenants/t1/data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a")}, "attributes": []any{attr("doc:1", "size", 1)}})
 	a.fails(http.MethodPost, "/v1/tenants/t1/data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "user:a"), tuple("doc:1", "owner", "user:b")}, "attributes": []any{attr("doc:1", "size", 1)}},
-		http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED")
+		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED")
 	items := []any{}
 	for range 3 {
 		items = append(items, map[string]any{"entity": ref("doc:1"), "permission": "view", "subject": ref("user:a")})
 	}
-	a.fails(http.MethodPost, "/v1/tenants/t1/permissions/bulk-check", map[string]any{"items": items}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_VALIDATION")
+	a.fails(http.MethodPost, "/v1/tenants/t1/permissions/bulk-check", map[string]any{"items": items}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 
 	req, _ := http.NewRequest(http.MethodPost, a.url+"/v1/tenants/list", nil)
 	req.Header.Set("X-Deny", "1")
@@ -363,7 +365,7 @@ func TestBatchLimitAndAuthorize(t *testing.T) {
 func TestNamingRulesPerTenant(t *testing.T) {
 	a := newAPI(t, func(c *Config) { c.SharedDefault = true })
 	short := "entity u {}\nentity d { relation o @u attribute p boolean permission v = o or p }"
-	out := a.fails(http.MethodPost, "/v1/tenants/t1/schemas/write", map[string]any{"schema": short}, http.StatusBadRequest, codeInvalidArgument, "ERROR_CODE_SCHEMA_COMPILE")
+	out := a.fails(http.MethodPost, "/v1/tenants/t1/schemas/write", map[string]any{"schema": short}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_SCHEMA_COMPILE")
 	if d := out["details"].([]any)[0].(map[string]any)["metadata"].(map[string]any)["detail"].(string); !strings.Contains(d, "1:8: invalid entity name `u`") {
 		t.Errorf("t1, shared with the SpiceDB API, should refuse short names: %s", d)
 	}

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -197,7 +199,7 @@ func readBody(r *http.Request) ([]byte, error) {
 	switch {
 	case errors.As(err, &tooBig):
 		return nil, &apiError{
-			code: codeResourceExhausted, reason: "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED",
+			code: codes.ResourceExhausted, reason: "ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED",
 			msg: "request body is larger than the server's limit of " + strconv.FormatInt(tooBig.Limit, 10) + " bytes",
 		}
 	case err != nil:
@@ -259,20 +261,20 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 		return nil, invalid("ERROR_CODE_VALIDATION", "tenant id "+quote(req.ID)+" is invalid: use 1 to 64 letters, digits, `_` or `-`")
 	}
 	if h.cfg.Tenants == nil {
-		return nil, &apiError{code: codeUnimplemented, reason: "ERROR_CODE_NOT_IMPLEMENTED", msg: "this server does not create tenants"}
+		return nil, &apiError{code: codes.Unimplemented, reason: "ERROR_CODE_NOT_IMPLEMENTED", msg: "this server does not create tenants"}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, &apiError{code: codeUnavailable, reason: "ERROR_CODE_INTERNAL", msg: "server is shutting down"}
+		return nil, &apiError{code: codes.Unavailable, reason: "ERROR_CODE_INTERNAL", msg: "server is shutting down"}
 	}
 	if _, dup := h.tenants[req.ID]; dup {
-		return nil, &apiError{code: codeAlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(req.ID) + " already exists"}
+		return nil, &apiError{code: codes.AlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(req.ID) + " already exists"}
 	}
 	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), engine: h.cfg.Engine.Sibling(), owned: true}
 	st, err := h.cfg.Tenants.Create(TenantInfo{ID: t.ID, Name: t.Name, Created: t.Created})
 	if err != nil {
-		return nil, &apiError{code: codeInternal, reason: "ERROR_CODE_INTERNAL", msg: "creating the tenant's store: " + err.Error()}
+		return nil, &apiError{code: codes.Internal, reason: "ERROR_CODE_INTERNAL", msg: "creating the tenant's store: " + err.Error()}
 	}
 	t.store = st
 	h.tenants[req.ID] = t
@@ -316,7 +318,7 @@ func (h *Handler) deleteTenant(id string) (any, error) {
 	if t.owned {
 		_ = t.store.Close()
 		if err := h.cfg.Tenants.Remove(id); err != nil {
-			return nil, &apiError{code: codeInternal, reason: "ERROR_CODE_INTERNAL", msg: "removing the tenant's data: " + err.Error()}
+			return nil, &apiError{code: codes.Internal, reason: "ERROR_CODE_INTERNAL", msg: "removing the tenant's data: " + err.Error()}
 		}
 	}
 	return map[string]any{"tenant": t.json()}, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/store"
@@ -92,7 +93,7 @@ func (a *api) ok(path string, body any) map[string]any {
 
 // fails posts and checks the answer is Permify's error shape with the given HTTP
 // status, gRPC code and ERROR_CODE reason.
-func (a *api) fails(method, path string, body any, status, code int, reason string) map[string]any {
+func (a *api) fails(method, path string, body any, status int, code codes.Code, reason string) map[string]any {
 	a.t.Helper()
 	got, out := a.do(method, path, body)
 	if got != status || out["code"] != float64(code) || out["message"] != reason {

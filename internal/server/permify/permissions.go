@@ -5,8 +5,11 @@ import (
 	"encoding/base64"
 	"slices"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
 const (
@@ -26,7 +29,7 @@ type checkContext struct {
 // request values as `context.data.x`.
 func (c checkContext) caveatContext() (map[string]any, error) {
 	if len(c.Tuples) > 0 || len(c.Attributes) > 0 {
-		return nil, &apiError{codeUnimplemented, "ERROR_CODE_NOT_IMPLEMENTED", "contextual tuples and attributes are not supported; write them with data/write"}
+		return nil, &apiError{codes.Unimplemented, "ERROR_CODE_NOT_IMPLEMENTED", "contextual tuples and attributes are not supported; write them with data/write"}
 	}
 	if c.Data == nil {
 		return nil, nil
@@ -235,7 +238,7 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 	}
 	def := v.s.Definition(req.Entity.Type)
 	if def == nil {
-		return nil, &engine.UnknownDefinitionError{Name: req.Entity.Type}
+		return nil, &ir.UnknownDefinitionError{Name: req.Entity.Type}
 	}
 	var names []string
 	var creqs []engine.CheckRequest

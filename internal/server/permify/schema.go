@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/schema/perm"
@@ -112,7 +114,7 @@ func (h *Handler) schemaAt(ctx context.Context, t *tenant, r store.Reader, versi
 	}
 	v, err := h.schemas.get(text)
 	if err != nil {
-		return nil, &apiError{codeInternal, "ERROR_CODE_INTERNAL", "the stored schema does not compile"}
+		return nil, &apiError{codes.Internal, "ERROR_CODE_INTERNAL", "the stored schema does not compile"}
 	}
 	return v, nil
 }
@@ -132,7 +134,7 @@ func (h *Handler) schemaWrite(ctx context.Context, t *tenant, body []byte) (any,
 		return nil, err
 	}
 	if _, err := h.schemas.get(text); err != nil {
-		return nil, &apiError{codeInternal, "ERROR_CODE_INTERNAL", "the compiled schema does not round-trip"}
+		return nil, &apiError{codes.Internal, "ERROR_CODE_INTERNAL", "the compiled schema does not round-trip"}
 	}
 	rev, err := t.store.WriteSchema(ctx, text, nil)
 	if err != nil {
@@ -151,7 +153,7 @@ func (h *Handler) storedForm(t *tenant, src string) (string, error) {
 	shared := t.ID == DefaultTenant && h.cfg.SharedDefault
 	s, err := perm.CompileWith(src, perm.Options{PermifyNames: !shared})
 	if err != nil {
-		return "", &apiError{codeInvalidArgument, "ERROR_CODE_SCHEMA_COMPILE", err.Error()}
+		return "", &apiError{codes.InvalidArgument, "ERROR_CODE_SCHEMA_COMPILE", err.Error()}
 	}
 	if !shared {
 		return sourceHeader + src, nil

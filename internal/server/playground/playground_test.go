@@ -104,7 +104,7 @@ func TestChecksAnswerWithTraces(t *testing.T) {
 	}
 	want := []string{
 		"1 HAS_PERMISSION", "3 NO_PERMISSION", "4 CONDITIONAL_PERMISSION", "5 HAS_PERMISSION",
-		`6 relation/permission "nope" not found under definition "document"`,
+		"6 relation/permission `nope` not found under definition `document`",
 		"7 check \"document:1view\": missing '@' between the resource and the subject",
 	}
 	if !reflect.DeepEqual(got, want) {
