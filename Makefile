@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 TOOL     := $(GO) tool -modfile=tools/go.mod
 
-.PHONY: all build test vet unit postgres fuzz lint fmt clean
+.PHONY: all build test vet unit postgres chromium fuzz lint fmt clean
 
 all: build
 
@@ -14,8 +14,8 @@ all: build
 build:
 	$(GO) build -o bin/latch ./cmd/latch
 
-## test: vet, then every test with the race detector (installs PostgreSQL binaries if missing).
-test: postgres vet unit
+## test: vet, then every test with the race detector (installs PostgreSQL and Chromium if missing).
+test: postgres chromium vet unit
 
 vet:
 	$(GO) vet ./...
@@ -27,6 +27,11 @@ unit:
 # (Debian's postgresql package) when they are missing, and prints nothing otherwise.
 postgres:
 	@scripts/ensure-postgres.sh
+
+# The playground's browser test drives a headless Chromium; this installs Debian's
+# chromium package when it is missing, and prints nothing otherwise.
+chromium:
+	@scripts/ensure-chromium.sh
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s) each.
 fuzz:

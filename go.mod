@@ -6,6 +6,8 @@ require (
 	buf.build/go/protovalidate v1.4.0
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/authzed/authzed-go v1.11.0
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/google/cel-go v0.26.1
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
@@ -49,6 +51,7 @@ require (
 	github.com/cockroachdb/tokenbucket v0.0.0-20230807174530-cc333fc44b06 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/getsentry/sentry-go v0.27.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect

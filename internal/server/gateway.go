@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/server/apierr"
+	"github.com/latch-authz/latch/internal/server/playground"
 )
 
 // newGateway builds the HTTP/JSON gateway on SpiceDB's paths (POST /v1/permissions/check,
@@ -58,11 +59,22 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.closePermify = closePermify
+	s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth})
 	s.http = &http.Server{
-		Handler:           s.limitBody(handler),
+		Handler:           s.limitBody(withPlayground(s.playground, handler)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
+}
+
+// withPlayground serves the playground page and its API under /playground beside next.
+// It needs no key: it runs on scratch stores of its own and never reads this server's data.
+func withPlayground(pg http.Handler, next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/playground", pg)
+	mux.Handle("/playground/", pg)
+	mux.Handle("/", next)
+	return mux
 }
 
 // boundedErrors is grpc-gateway's error handler with the message cut to a bounded

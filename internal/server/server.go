@@ -31,6 +31,7 @@ import (
 	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/revision"
+	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
@@ -69,6 +70,8 @@ type Server struct {
 	gwConn     *grpc.ClientConn
 	// closePermify closes the stores of Permify tenants; nil without the gateway.
 	closePermify func()
+	// playground serves /playground on the gateway's listener; nil without the gateway.
+	playground *playground.Handler
 
 	mu     sync.Mutex
 	served bool // guarded by mu
@@ -376,6 +379,9 @@ func (s *Server) Close() {
 	}
 	if s.closePermify != nil {
 		s.closePermify()
+	}
+	if s.playground != nil {
+		s.playground.Close()
 	}
 	if s.ownsStore && s.store != nil {
 		if err := s.store.Close(); err != nil {

@@ -1,0 +1,644 @@
+// latch playground: editors whose problems show under their lines, checks answered
+// as you type with their check trees, validation runs, YAML download and load, and a
+// link holding the whole playground. Everything runs on the server's scratch API
+// under ./api/; nothing here reaches the network otherwise.
+"use strict";
+
+const EXAMPLE = {
+  language: "",
+  schema: `definition user {}
+
+definition group {
+  relation member: user | group#member
+}
+
+caveat on_network(ip ipaddress, cidr string) {
+  ip.in_cidr(cidr)
+}
+
+definition document {
+  relation owner: user
+  relation viewer: user | group#member | user with on_network
+  permission edit = owner
+  permission view = viewer + edit
+}`,
+  relationships: `document:readme#owner@user:ada
+document:readme#viewer@group:eng#member
+group:eng#member@user:alice
+document:plan#viewer@user:bob[on_network:{"cidr": "10.0.0.0/8"}]`,
+  checks: `document:readme#view@user:alice
+document:readme#edit@user:alice
+document:plan#view@user:bob
+document:plan#view@user:bob with {"ip": "10.1.2.3"}`,
+  assertions: `assertTrue:
+  - document:readme#view@user:alice
+  - document:readme#edit@user:ada
+assertFalse:
+  - document:readme#edit@user:alice
+assertCaveated:
+  - document:plan#view@user:bob`,
+  validation: `document:readme#view:
+  - "[group:eng#member] is <document:readme#viewer>"
+  - "[user:ada] is <document:readme#owner>"
+  - "[user:alice] is <group:eng#member>"`,
+};
+
+const FIELDS = ["schema", "relationships", "checks", "assertions", "validation"];
+const DEBOUNCE_MS = 300;
+
+// ---- editor ---------------------------------------------------------------------
+
+// Editor is an editable <pre> (plain text only) with a gutter of line numbers. Notes
+// (diagnostics, answers) are blocks placed between lines inside the <pre>; they are not
+// editable and are not part of the text.
+class Editor {
+  constructor(host, onInput) {
+    this.host = host;
+    this.gutter = document.createElement("div");
+    this.gutter.className = "gutter";
+    this.gutter.setAttribute("aria-hidden", "true");
+    this.pre = document.createElement("pre");
+    this.pre.className = "code";
+    try {
+      this.pre.contentEditable = "plaintext-only";
+    } catch {
+      // Browsers without plain-text editing: rich editing, read back as text.
+      this.pre.contentEditable = "true";
+    }
+    this.pre.spellcheck = false;
+    this.pre.tabIndex = 0;
+    this.pre.setAttribute("role", "textbox");
+    this.pre.setAttribute("aria-multiline", "true");
+    this.pre.setAttribute("aria-label", host.dataset.label);
+    this.pre.setAttribute("autocapitalize", "off");
+    this.pre.setAttribute("autocorrect", "off");
+    host.append(this.gutter, this.pre);
+    this.notes = [];
+    this.notesKey = "";
+    this.pre.addEventListener("input", () => {
+      this.renderGutter();
+      onInput();
+    });
+    new ResizeObserver(() => this.fitNotes()).observe(host);
+  }
+
+  get text() {
+    let out = "";
+    const walk = (node) => {
+      for (const n of node.childNodes) {
+        if (n.nodeType === Node.TEXT_NODE) {
+          out += n.data;
+        } else if (n.nodeName === "BR") {
+          if (!n.classList.contains("eol")) out += "\n";
+        } else if (n.nodeType === Node.ELEMENT_NODE && !n.classList.contains("widget")) {
+          // Browsers may wrap a new line in a <div> while editing.
+          if (n.nodeName === "DIV" && out !== "" && !out.endsWith("\n")) out += "\n";
+          walk(n);
+        }
+      }
+    };
+    walk(this.pre);
+    return out;
+  }
+
+  set text(value) {
+    this.notesKey = "";
+    this.render(value.replace(/\r\n?/g, "\n"), [], null);
+  }
+
+  // setNotes places notes ({line, message, kind}) under their lines, re-rendering only
+  // when they changed, and keeps the caret where it was in the text.
+  setNotes(notes) {
+    const key = JSON.stringify(notes);
+    if (key === this.notesKey) return;
+    this.notesKey = key;
+    const caret = this.caret();
+    this.render(this.text, notes, caret);
+  }
+
+  render(text, notes, caret) {
+    this.notes = notes;
+    const lines = text.split("\n");
+    const byLine = new Map();
+    for (const n of notes) {
+      const line = Math.min(Math.max(n.line, 1), lines.length);
+      if (!byLine.has(line)) byLine.set(line, []);
+      byLine.get(line).push(n);
+    }
+    const frag = document.createDocumentFragment();
+    let pending = "";
+    lines.forEach((l, i) => {
+      pending += l + (i < lines.length - 1 ? "\n" : "");
+      const here = byLine.get(i + 1);
+      if (!here) return;
+      if (pending) frag.append(document.createTextNode(pending));
+      pending = "";
+      for (const n of here) {
+        const w = document.createElement("div");
+        w.className = "widget " + n.kind;
+        w.contentEditable = "false";
+        w.dataset.line = String(i + 1);
+        w.textContent = n.message;
+        frag.append(w);
+      }
+    });
+    if (pending) frag.append(document.createTextNode(pending));
+    if (text === "" || text.endsWith("\n")) {
+      // A trailing line break shows an empty last line only when something follows it.
+      const br = document.createElement("br");
+      br.className = "eol";
+      frag.append(br);
+    }
+    this.pre.replaceChildren(frag);
+    this.renderGutter();
+    this.fitNotes();
+    if (caret !== null) this.setCaret(caret);
+  }
+
+  renderGutter() {
+    const lines = this.text.split("\n").length;
+    const widgets = new Map();
+    for (const w of this.pre.querySelectorAll(".widget")) {
+      const line = Number(w.dataset.line);
+      widgets.set(line, (widgets.get(line) || 0) + w.getBoundingClientRect().height + 4);
+    }
+    const frag = document.createDocumentFragment();
+    for (let i = 1; i <= lines; i++) {
+      const d = document.createElement("div");
+      d.textContent = String(i);
+      if (widgets.has(i) && this.notes.some((n) => n.line === i && n.kind === "error")) d.className = "bad";
+      frag.append(d);
+      if (widgets.has(i)) {
+        const gap = document.createElement("div");
+        gap.style.height = widgets.get(i) + "px";
+        frag.append(gap);
+      }
+    }
+    this.gutter.replaceChildren(frag);
+  }
+
+  // fitNotes keeps notes as wide as the visible part of the editor, however wide the
+  // text scrolls.
+  fitNotes() {
+    const width = this.host.clientWidth - this.gutter.offsetWidth - 24;
+    this.host.style.setProperty("--view-width", Math.max(width, 120) + "px");
+  }
+
+  caret() {
+    const sel = window.getSelection();
+    if (!sel.rangeCount || !this.pre.contains(sel.anchorNode)) return null;
+    const r = document.createRange();
+    r.setStart(this.pre, 0);
+    r.setEnd(sel.anchorNode, sel.anchorOffset);
+    const holder = document.createElement("div");
+    holder.append(r.cloneContents());
+    return textOfFragment(holder);
+  }
+
+  setCaret(offset) {
+    let left = offset;
+    const walker = document.createTreeWalker(this.pre, NodeFilter.SHOW_TEXT, {
+      acceptNode: (n) => (n.parentElement.closest(".widget") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+    });
+    let node = walker.nextNode();
+    while (node) {
+      if (left <= node.data.length) {
+        window.getSelection().collapse(node, left);
+        return;
+      }
+      left -= node.data.length;
+      node = walker.nextNode();
+    }
+    const r = document.createRange();
+    r.selectNodeContents(this.pre);
+    r.collapse(false);
+    window.getSelection().removeAllRanges();
+    window.getSelection().addRange(r);
+  }
+
+  focus() { this.pre.focus(); }
+}
+
+function textOfFragment(holder) {
+  for (const w of holder.querySelectorAll(".widget, br.eol")) w.remove();
+  for (const br of holder.querySelectorAll("br")) br.replaceWith("\n");
+  return holder.textContent.length;
+}
+
+// ---- state and API ----------------------------------------------------------------
+
+const $ = (id) => document.getElementById(id);
+const editors = {};
+const session = (() => {
+  let id = sessionStorage.getItem("latch-playground-session");
+  if (!id) {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    id = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    sessionStorage.setItem("latch-playground-session", id);
+  }
+  return id;
+})();
+
+function state() {
+  const s = { language: $("language").value };
+  for (const f of FIELDS) s[f] = editors[f].text;
+  return s;
+}
+
+function load(s) {
+  $("language").value = s.language || "";
+  for (const f of FIELDS) {
+    if (typeof s[f] === "string") editors[f].text = s[f];
+  }
+  languageChanged();
+}
+
+async function api(path, body) {
+  const res = await fetch("api/" + path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ session, ...body }),
+  });
+  let out;
+  try {
+    out = await res.json();
+  } catch {
+    throw new Error(`${path}: HTTP ${res.status}`);
+  }
+  if (!res.ok) throw new Error(out.error || `${path}: HTTP ${res.status}`);
+  return out;
+}
+
+function setStatus(msg, isError) {
+  const el = $("status");
+  el.textContent = msg;
+  el.classList.toggle("error", Boolean(isError));
+}
+
+// ---- checks -------------------------------------------------------------------------
+
+let checkSeq = 0;
+let checkTimer = 0;
+
+function scheduleChecks() {
+  clearTimeout(checkTimer);
+  checkTimer = setTimeout(runChecks, DEBOUNCE_MS);
+}
+
+async function runChecks() {
+  clearTimeout(checkTimer);
+  const seq = ++checkSeq;
+  const s = state();
+  let out;
+  try {
+    out = await api("check", { language: s.language, schema: s.schema, relationships: s.relationships, checks: s.checks });
+  } catch (e) {
+    if (seq === checkSeq) setStatus(e.message, true);
+    return;
+  }
+  if (seq !== checkSeq) return; // a newer run is on its way
+  showAnalysis(out);
+  showChecks(out.checks);
+  const errors = out.schema.filter((d) => d.severity === "error").length + out.relationships.length;
+  setStatus(errors ? `${errors} problem${errors > 1 ? "s" : ""} in the schema and relationships` : `${out.checks.length} check${out.checks.length === 1 ? "" : "s"} answered`, errors > 0);
+}
+
+function showAnalysis(out) {
+  $("detected").textContent = $("language").value ? "" : `(${out.language === "permify" ? "Permify" : "SpiceDB"})`;
+  setLanguageLabels(out.language);
+  editors.schema.setNotes(out.schema.map((d) => ({
+    line: d.line,
+    kind: d.severity,
+    message: `${d.severity === "warning" ? "warning" : "error"} ${d.line}:${d.col || 1}: ${d.message}`,
+  })));
+  editors.relationships.setNotes(out.relationships.map((d) => ({ line: d.line, kind: "error", message: d.message })));
+}
+
+const RESULT_LABEL = {
+  HAS_PERMISSION: ["has", "has permission"],
+  NO_PERMISSION: ["no", "no permission"],
+  CONDITIONAL_PERMISSION: ["conditional", "conditional"],
+  DEPTH_EXCEEDED: ["depth", "depth exceeded"],
+};
+
+function showChecks(checks) {
+  editors.checks.setNotes(checks.map((c) => {
+    if (c.error) return { line: c.line, kind: "error", message: c.error };
+    const [kind, label] = RESULT_LABEL[c.result];
+    const missing = c.missing ? ` (missing ${c.missing.join(", ")})` : "";
+    return { line: c.line, kind, message: label + missing };
+  }));
+  const list = document.createElement("ul");
+  list.className = "tree";
+  for (const c of checks) {
+    const li = document.createElement("li");
+    if (c.error) {
+      li.append(badge("error", "error"), `line ${c.line}: ${c.error}`);
+    } else {
+      const d = document.createElement("details");
+      d.className = "check";
+      const sum = document.createElement("summary");
+      const [kind, label] = RESULT_LABEL[c.result];
+      sum.append(badge(kind, label), code(c.text));
+      // The trace's first step is the check itself: its time goes in the summary and
+      // its caveats and steps under it.
+      const root = c.trace;
+      if (root.children && root.children.length) {
+        const meta = document.createElement("span");
+        meta.className = "meta";
+        meta.textContent = (root.expression ? ` = ${root.expression}` : "") + " · " + formatMicros(root.micros);
+        sum.append(meta);
+        d.append(sum, ...caveatLines(root), treeList(root.children));
+      } else {
+        d.append(sum, treeList([root]));
+      }
+      li.append(d);
+    }
+    list.append(li);
+  }
+  $("check-results").replaceChildren(...(checks.length ? [list] : []));
+}
+
+function badge(kind, text) {
+  const b = document.createElement("span");
+  b.className = "badge " + kind;
+  b.textContent = text;
+  return b;
+}
+
+function code(text) {
+  const c = document.createElement("code");
+  c.textContent = text;
+  return c;
+}
+
+// treeList renders trace steps: each step's resources and answers, the caveats it
+// evaluated and, folded, the steps it asked.
+function treeList(nodes) {
+  const ul = document.createElement("ul");
+  for (const n of nodes || []) {
+    const li = document.createElement("li");
+    const head = document.createElement("span");
+    const summary = summarize(n.results);
+    head.append(badge(RESULT_LABEL[summary][0], RESULT_LABEL[summary][1]));
+    const ids = n.results.map((r) => r.id);
+    const step = document.createElement("span");
+    step.className = "step";
+    step.textContent = `${n.type}:${ids.length === 1 ? ids[0] : "{" + ids.join(", ") + "}"}#${n.relation}`;
+    const meta = document.createElement("span");
+    meta.className = "meta";
+    const parts = [n.permission ? "permission" + (n.expression ? " = " + n.expression : "") : "relation"];
+    if (n.cached) parts.push("cached");
+    else parts.push(formatMicros(n.micros));
+    if (n.expiresAt) parts.push("expires " + n.expiresAt);
+    meta.textContent = " · " + parts.join(" · ");
+    head.append(step, meta);
+    if (ids.length > 1) {
+      const per = document.createElement("span");
+      per.className = "meta";
+      per.textContent = " — " + n.results.map((r) => `${r.id}: ${RESULT_LABEL[r.result][1]}`).join(", ");
+      head.append(per);
+    }
+    const extra = caveatLines(n);
+    if (n.children && n.children.length) {
+      const d = document.createElement("details");
+      const s = document.createElement("summary");
+      s.append(head);
+      d.append(s, ...extra, treeList(n.children));
+      li.append(d);
+    } else {
+      li.append(head, ...extra);
+    }
+    ul.append(li);
+  }
+  return ul;
+}
+
+// caveatLines describes the caveats a step evaluated: expression, context, outcome.
+function caveatLines(n) {
+  return (n.caveats || []).map((c) => {
+    const cv = document.createElement("div");
+    cv.className = "caveat";
+    const missing = c.missing ? ` (missing ${c.missing.join(", ")})` : "";
+    cv.textContent = `caveat ${c.caveat} on ${n.type}:${c.resourceId}: ${c.expression} with ${JSON.stringify(c.context)} → ${c.result}${missing}`;
+    return cv;
+  });
+}
+
+function summarize(results) {
+  let out = "NO_PERMISSION";
+  for (const r of results) {
+    if (r.result === "HAS_PERMISSION") return r.result;
+    if (r.result === "CONDITIONAL_PERMISSION") out = r.result;
+  }
+  if (results.length && results.every((r) => r.result === "DEPTH_EXCEEDED")) return "DEPTH_EXCEEDED";
+  return out;
+}
+
+function formatMicros(us) {
+  return us >= 1000 ? (us / 1000).toFixed(2) + " ms" : us.toFixed(0) + " µs";
+}
+
+// ---- validation ---------------------------------------------------------------------
+
+// expectedAnswers is the validation section as the last run's answers have it.
+let expectedAnswers = "";
+
+function regenerate() {
+  if (!expectedAnswers) return;
+  selectTab("validation");
+  editors.validation.text = expectedAnswers;
+  setStatus("expected relations rewritten from the answers; run the assertions to check them");
+}
+
+function permifyMode() {
+  return $("tab-validation").hidden;
+}
+
+async function runValidation() {
+  const s = state();
+  let out;
+  try {
+    out = await api("validate", s);
+  } catch (e) {
+    setStatus(e.message, true);
+    return;
+  }
+  const notes = { assertions: [], validation: [] };
+  const list = document.createElement("ul");
+  for (const f of out.failures) {
+    if (notes[f.editor] && f.line) notes[f.editor].push({ line: f.line, kind: "error", message: f.message });
+    const li = document.createElement("li");
+    li.className = "failure";
+    li.textContent = (f.editor ? `${editorLabel(f.editor)}${f.line ? " line " + f.line : ""}: ` : "") + f.message;
+    list.append(li);
+  }
+  expectedAnswers = out.expected;
+  $("regenerate").disabled = !expectedAnswers || permifyMode();
+  editors.assertions.setNotes(notes.assertions);
+  editors.validation.setNotes(notes.validation);
+  const head = document.createElement("p");
+  head.className = out.failures.length ? "failure" : "passed";
+  head.id = "validation-summary";
+  head.textContent = out.failures.length
+    ? `${out.failures.length} failure${out.failures.length > 1 ? "s" : ""} (${out.checked} checked)`
+    : `all ${out.checked} passed`;
+  $("validation-results").replaceChildren(head, list);
+  setStatus(head.textContent, out.failures.length > 0);
+}
+
+function editorLabel(name) {
+  return editors[name] ? editors[name].host.dataset.label : name;
+}
+
+// ---- files and links ----------------------------------------------------------------
+
+async function download() {
+  let out;
+  try {
+    out = await api("export", state());
+  } catch (e) {
+    setStatus(e.message, true);
+    return;
+  }
+  const url = URL.createObjectURL(new Blob([out.yaml], { type: "application/yaml" }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = out.name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+  setStatus(`downloaded ${out.name}`);
+}
+
+async function importYAML(text) {
+  try {
+    const out = await api("import", { file: text });
+    load({ ...out, language: out.language === "permify" ? "permify" : "", checks: undefined });
+    await runChecks();
+    setStatus("loaded the validation file");
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+}
+
+async function compress(text) {
+  const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("deflate-raw"));
+  const bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+async function decompress(b64) {
+  const bin = atob(b64.replace(/-/g, "+").replace(/_/g, "/"));
+  const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+  return new Response(stream).text();
+}
+
+async function share() {
+  const url = new URL(location.href);
+  url.hash = "p=" + (await compress(JSON.stringify(state())));
+  history.replaceState(null, "", url);
+  const input = $("share-url");
+  input.value = url.href;
+  $("share-dialog").showModal();
+  input.select();
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(url.href).then(() => setStatus("link copied"), () => {});
+  }
+}
+
+async function fromLink() {
+  const m = /^#p=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!m) return false;
+  try {
+    load(JSON.parse(await decompress(m[1])));
+    return true;
+  } catch {
+    setStatus("the link's playground could not be read", true);
+    return false;
+  }
+}
+
+// ---- wiring -------------------------------------------------------------------------
+
+function setLanguageLabels(lang) {
+  const permify = lang === "permify";
+  $("tab-assertions").textContent = permify ? "Scenarios" : "Assertions";
+  editors.assertions.host.dataset.label = permify ? "Scenarios" : "Assertions";
+  editors.assertions.pre.setAttribute("aria-label", editors.assertions.host.dataset.label);
+  $("tab-validation").hidden = permify;
+  $("regenerate").hidden = permify;
+  if (permify) selectTab("assertions");
+}
+
+function languageChanged() {
+  const lang = $("language").value;
+  if (lang) setLanguageLabels(lang);
+  scheduleChecks();
+}
+
+function selectTab(name) {
+  for (const t of ["assertions", "validation"]) {
+    const on = t === name;
+    $("tab-" + t).setAttribute("aria-selected", String(on));
+    $("tab-" + t).tabIndex = on ? 0 : -1;
+    $("pane-" + t).hidden = !on;
+  }
+  editors[name].fitNotes();
+  editors[name].renderGutter();
+}
+
+function wire() {
+  for (const host of document.querySelectorAll("[data-editor]")) {
+    const name = host.dataset.editor;
+    const validation = name === "assertions" || name === "validation";
+    editors[name] = new Editor(host, validation ? () => {} : scheduleChecks);
+  }
+  $("language").addEventListener("change", languageChanged);
+  $("run-checks").addEventListener("click", runChecks);
+  $("run-validation").addEventListener("click", runValidation);
+  $("regenerate").addEventListener("click", regenerate);
+  $("download").addEventListener("click", download);
+  $("upload").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    if (file) await importYAML(await file.text());
+    e.target.value = "";
+  });
+  $("paste").addEventListener("click", () => {
+    $("paste-text").value = "";
+    $("paste-dialog").showModal();
+  });
+  $("paste-dialog").addEventListener("close", () => {
+    if ($("paste-dialog").returnValue === "load") importYAML($("paste-text").value);
+  });
+  $("share").addEventListener("click", share);
+  for (const t of ["assertions", "validation"]) $("tab-" + t).addEventListener("click", () => selectTab(t));
+  document.querySelector(".tabs").addEventListener("keydown", (e) => {
+    if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
+    const next = $("tab-assertions").getAttribute("aria-selected") === "true" && !$("tab-validation").hidden ? "validation" : "assertions";
+    selectTab(next);
+    $("tab-" + next).focus();
+  });
+  document.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter" || !(e.ctrlKey || e.metaKey)) return;
+    e.preventDefault();
+    const inValidation = document.activeElement && document.activeElement.closest("#validation-panel");
+    (inValidation ? runValidation : runChecks)();
+  });
+  window.addEventListener("hashchange", async () => {
+    if (await fromLink()) runChecks();
+  });
+}
+
+async function start() {
+  wire();
+  if (!(await fromLink())) load(EXAMPLE);
+  await runChecks();
+  document.body.dataset.ready = "true";
+}
+
+start();
