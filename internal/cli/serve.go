@@ -86,6 +86,7 @@ SIGTERM, letting requests in flight finish.`,
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "gRPC listen address (port 0 picks a free port)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", server.DefaultHTTPAddr, `HTTP/JSON gateway listen address ("" or "-" turns the gateway off)`)
 	fs.StringSliceVar(&cfg.PresharedKeys, "grpc-preshared-key", nil, "bearer token clients must present; repeat the flag or separate keys with commas (env LATCH_GRPC_PRESHARED_KEY)")
+	fs.BoolVar(&cfg.NoAuth, "insecure-no-auth", false, "serve every API without authentication, as Permify does by default; refused unless every listener is on loopback")
 	addDatastoreFlags(cmd, &cfg)
 	fs.StringVar(&logLevel, "log-level", "info", "debug (one line per call, with its request id), info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -141,6 +142,9 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		}
 	}
 	fmt.Fprintf(env.Out, "latch: datastore %s\n", describeDatastore(cfg))
+	if cfg.NoAuth {
+		fmt.Fprintln(env.Out, "latch: serving WITHOUT authentication (--insecure-no-auth), on loopback only")
+	}
 	if key := srv.GeneratedKey(); key != "" {
 		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
 		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -109,5 +110,22 @@ func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("stream panic: %v, want INTERNAL", err)
+	}
+}
+
+// TestNoAuth: with NoAuth the SpiceDB API, its gateway and Permify's API answer
+// clients that send no key, as Permify's load scripts do.
+func TestNoAuth(t *testing.T) {
+	ts := start(t, func(c *Config) { c.NoAuth, c.PresharedKeys = true, nil })
+	if ts.srv.GeneratedKey() != "" {
+		t.Error("a key was generated without authentication")
+	}
+	conn := dial(t, ts.grpcAddr, "")
+	defer conn.Close()
+	if _, err := v1.NewSchemaServiceClient(conn).WriteSchema(ctxT(t), &v1.WriteSchemaRequest{Schema: docSchema}); err != nil {
+		t.Fatalf("gRPC without a key: %v", err)
+	}
+	if code, out := permifyPost(t, ts, "", "/v1/tenants/t1/schemas/read", map[string]any{}); code != http.StatusOK {
+		t.Errorf("Permify API without a key: %d %v", code, out)
 	}
 }

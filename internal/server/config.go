@@ -47,6 +47,9 @@ type Config struct {
 	// PresharedKeys are the bearer tokens clients may present. When empty the server
 	// generates one (GeneratedKey) and refuses to listen on anything but loopback.
 	PresharedKeys []string
+	// NoAuth serves every API without authentication, as Permify serves by default (its
+	// published load scripts send no key). Every listener must then be on loopback.
+	NoAuth bool
 
 	// DatastoreEngine names the store backend: "pebble" (embedded and durable, the
 	// default), "memory", "postgres" or "cockroachdb".
@@ -175,12 +178,19 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
-	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, len(c.PresharedKeys) == 0, "--grpc-preshared-key"))
+	keyFlag := "--grpc-preshared-key"
+	if c.NoAuth {
+		keyFlag = "a preshared key instead of --insecure-no-auth"
+		if len(c.PresharedKeys) > 0 {
+			errs = append(errs, errors.New("--insecure-no-auth and --grpc-preshared-key contradict each other: choose one"))
+		}
+	}
+	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, c.NoAuth || len(c.PresharedKeys) == 0, keyFlag))
 	if c.HTTPAddr != "" {
-		errs = append(errs, checkAddr("http address", c.HTTPAddr, len(c.PresharedKeys) == 0, "--grpc-preshared-key"))
+		errs = append(errs, checkAddr("http address", c.HTTPAddr, c.NoAuth || len(c.PresharedKeys) == 0, keyFlag))
 	}
 	if c.MetricsAddr != "" {
-		errs = append(errs, checkAddr("metrics address", c.MetricsAddr, c.MetricsPresharedKey == "", "--metrics-preshared-key"))
+		errs = append(errs, checkAddr("metrics address", c.MetricsAddr, c.NoAuth || c.MetricsPresharedKey == "", "--metrics-preshared-key"))
 	} else if c.PProf {
 		errs = append(errs, errors.New("pprof is served on the metrics address, which is turned off"))
 	}

@@ -28,6 +28,8 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{Config{MetricsAddr: "-", PProf: true}, "pprof is served on the metrics address, which is turned off"},
 		{Config{GRPCTLSCertPath: "cert.pem"}, "--grpc-tls-cert-path and --grpc-tls-key-path go together"},
 		{Config{HTTPTLSKeyPath: "key.pem"}, "--http-tls-cert-path and --http-tls-key-path go together"},
+		{Config{NoAuth: true, HTTPAddr: "0.0.0.0:8443"}, `http address "0.0.0.0:8443" is not a loopback address: set a preshared key instead of --insecure-no-auth`},
+		{Config{NoAuth: true, PresharedKeys: []string{"k"}}, "--insecure-no-auth and --grpc-preshared-key contradict each other"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -24,12 +24,6 @@ import (
 // through the API get stores of their own (tenantStores). The returned func closes
 // those stores.
 func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
-	keys := s.cfg.PresharedKeys
-	if len(keys) == 0 {
-		keys = []string{s.generated}
-	}
-	auth := newAuthenticator(keys)
-
 	h, err := permify.New(permify.Config{
 		Engine:        s.engine,
 		Default:       s.store,
@@ -37,7 +31,7 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 		Tenants:       s.tenantStores(),
 		Authorize: func(r *http.Request) error {
 			md := metadata.Pairs("authorization", r.Header.Get("Authorization"))
-			err := auth.check(metadata.NewIncomingContext(r.Context(), md))
+			err := s.auth.check(metadata.NewIncomingContext(r.Context(), md))
 			if err == nil {
 				return nil
 			}

@@ -53,6 +53,7 @@ type Server struct {
 	tracer    trace.Tracer
 	counters  relcounter.Registry
 	generated string
+	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -91,10 +92,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer()}
 	s.cache = newDispatchCache(cfg.DispatchCacheMaxBytes, s.metrics)
 	s.engine = engine.New(engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache})
-	keys := cfg.PresharedKeys
-	if len(keys) == 0 {
+	switch {
+	case cfg.NoAuth:
+		s.auth = openAuthenticator()
+	case len(cfg.PresharedKeys) == 0:
 		s.generated = generateKey()
-		keys = []string{s.generated}
+		s.auth = newAuthenticator([]string{s.generated})
+	default:
+		s.auth = newAuthenticator(cfg.PresharedKeys)
 	}
 	if err := s.loadCertificates(); err != nil {
 		return nil, err
@@ -103,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
-	if err := s.listen(keys); err != nil {
+	if err := s.listen(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -177,13 +182,13 @@ func OpenDatastore(ctx context.Context, cfg Config) (store.Store, error) {
 	return nil, checkEngine(cfg.DatastoreEngine, cfg.DatastoreURI)
 }
 
-func (s *Server) listen(keys []string) error {
+func (s *Server) listen() error {
 	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("listening for gRPC on %s: %w", s.cfg.GRPCAddr, err)
 	}
 	s.grpcLis = lis
-	s.grpc = s.newGRPCServer(keys)
+	s.grpc = s.newGRPCServer()
 	if s.cfg.MetricsAddr != "" {
 		ml, err := net.Listen("tcp", s.cfg.MetricsAddr)
 		if err != nil {
@@ -203,8 +208,7 @@ func (s *Server) listen(keys []string) error {
 	return s.newGateway()
 }
 
-func (s *Server) newGRPCServer(keys []string) *grpc.Server {
-	auth := newAuthenticator(keys)
+func (s *Server) newGRPCServer() *grpc.Server {
 	adm := newAdmission(s.cfg, s.metrics)
 	opts := s.cfg.tracingOptions()
 	if s.grpcTLS != nil {
@@ -218,8 +222,8 @@ func (s *Server) newGRPCServer(keys []string) *grpc.Server {
 		// iterator calls every time (a fifth of the CPU of a check load, in copystack).
 		// Calls past that get a goroutine of their own, to be shed by admission.
 		grpc.NumStreamWorkers(uint32(s.cfg.MaxInflightCheap+s.cfg.MaxInflightExpensive+s.cfg.MaxQueuedCheap+s.cfg.MaxQueuedExpensive)),
-		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), s.metrics.unary, auth.unary, adm.unary, validateUnary),
-		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, auth.stream, adm.stream, validateStream),
+		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), s.metrics.unary, s.auth.unary, adm.unary, validateUnary),
+		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, s.auth.stream, adm.stream, validateStream),
 	)...)
 	perms := &permissionsService{s: s}
 	g.RegisterService(invalidOnDecodeError(&v1.PermissionsService_ServiceDesc), perms)
