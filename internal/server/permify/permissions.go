@@ -54,16 +54,24 @@ func (c checkBody) request() engine.CheckRequest {
 	}
 }
 
-func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error) {
+// checkSetup decodes a request about one entity and subject and returns what it is
+// evaluated on: the reader at its snapshot with its contextual data, the schema there,
+// and the engine.
+func (h *Handler) checkSetup(ctx context.Context, t *tenant, body []byte) (checkBody, store.Reader, *view, *engine.Engine, error) {
 	var req checkBody
 	if err := decode(body, &req); err != nil {
-		return nil, err
+		return req, nil, nil, nil, err
 	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
-		return nil, err
+		return req, nil, nil, nil, err
 	}
 	r, eng, err := req.Context.on(ctx, t, v, r)
+	return req, r, v, eng, err
+}
+
+func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error) {
+	req, r, v, eng, err := h.checkSetup(ctx, t, body)
 	if err != nil {
 		return nil, err
 	}
@@ -213,15 +221,7 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 // subjectPermission checks every permission (and, unless only_permission, every
 // relation) of the entity for the subject.
 func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte) (any, error) {
-	var req checkBody
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	r, v, err := h.readView(ctx, t, req.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	r, eng, err := req.Context.on(ctx, t, v, r)
+	req, r, v, eng, err := h.checkSetup(ctx, t, body)
 	if err != nil {
 		return nil, err
 	}
@@ -251,15 +251,7 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 }
 
 func (h *Handler) expand(ctx context.Context, t *tenant, body []byte) (any, error) {
-	var req checkBody
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	r, v, err := h.readView(ctx, t, req.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	r, eng, err := req.Context.on(ctx, t, v, r)
+	req, r, v, eng, err := h.checkSetup(ctx, t, body)
 	if err != nil {
 		return nil, err
 	}
