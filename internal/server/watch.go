@@ -87,8 +87,8 @@ func pumpWatch(ctx context.Context, changes func(func(store.Change, error) bool)
 // watchPlan is what a WatchRequest selects.
 type watchPlan struct {
 	schema, checkpoints bool
-	objectTypes                        []string
-	filters                            []store.Filter
+	objectTypes         []string
+	filters             []store.Filter
 }
 
 func newWatchPlan(req *v1.WatchRequest) (*watchPlan, error) {
