@@ -2,15 +2,18 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
-// Format prints s as canonical schema text: `use` flags first, then caveats, then
-// definitions, each separated by a blank line; members indented by one tab; doc
-// comments kept; expressions with only the parentheses the precedence needs
-// (`-` loosest, then `&`, then `+`). Compiling the output gives back s.
+// Format prints s as canonical schema text, as SpiceDB prints a schema: `use` flags
+// first, then caveats, then definitions, each sorted by name and separated by a
+// blank line, with no final newline; caveat parameters sorted by name; members
+// indented by one tab, in declaration order; doc comments kept; expressions
+// parenthesized as SpiceDB does (FormatExpr). Compiling the output gives back s, but
+// for the order of its definitions and caveats.
 func Format(s *ir.Schema) string {
 	var blocks []string
 	if len(s.UseFlags) > 0 {
@@ -20,13 +23,13 @@ func Format(s *ir.Schema) string {
 		}
 		blocks = append(blocks, b.String())
 	}
-	for _, c := range s.Caveats {
+	for _, c := range slices.SortedFunc(slices.Values(s.Caveats), func(a, b *ir.Caveat) int { return strings.Compare(a.Name, b.Name) }) {
 		blocks = append(blocks, formatCaveat(c))
 	}
-	for _, d := range s.Definitions {
+	for _, d := range slices.SortedFunc(slices.Values(s.Definitions), func(a, b *ir.Definition) int { return strings.Compare(a.Name, b.Name) }) {
 		blocks = append(blocks, formatDefinition(d))
 	}
-	return strings.Join(blocks, "\n")
+	return strings.TrimSuffix(strings.Join(blocks, "\n"), "\n")
 }
 
 // writeDoc writes a doc comment, indented. Text that is not already a comment (an IR
@@ -54,6 +57,7 @@ func formatCaveat(c *ir.Caveat) string {
 	for i, p := range c.Params {
 		params[i] = p.Name + " " + fmt.Sprint(p.Type) // caveat.Type prints as the schema spells it
 	}
+	slices.Sort(params) // by name: a name is followed by a space, which sorts before any name character
 	fmt.Fprintf(&b, "caveat %s(%s) {\n\t%s\n}\n", c.Name, strings.Join(params, ", "), c.Expression)
 	return b.String()
 }
@@ -82,22 +86,12 @@ func formatDefinition(d *ir.Definition) string {
 	return b.String()
 }
 
-// level is an operator's binding strength; higher binds tighter.
-func level(k ir.ExprKind) int {
-	switch k {
-	case ir.Exclusion:
-		return 1
-	case ir.Intersection:
-		return 2
-	case ir.Union:
-		return 3
-	}
-	return 4
-}
-
 var opText = map[ir.ExprKind]string{ir.Union: " + ", ir.Intersection: " & ", ir.Exclusion: " - "}
 
-// FormatExpr prints a rewrite expression with minimal parentheses.
+// FormatExpr prints a rewrite expression with SpiceDB's parentheses: around every
+// operand that is itself an operation, except a union of unions (`+` binds tightest)
+// and an operand of the same associative operator (SpiceDB's compiler merges those).
+// Every parenthesis the precedence needs (`-` loosest, then `&`, then `+`) is there.
 func FormatExpr(e *ir.Expr) string {
 	if e == nil {
 		return "nil"
@@ -121,22 +115,37 @@ func FormatExpr(e *ir.Expr) string {
 	}
 	parts := make([]string, len(e.Children))
 	for i, c := range e.Children {
-		parts[i] = operand(e.Kind, c, i > 0)
+		parts[i] = operand(e.Kind, c)
 	}
 	return strings.Join(parts, opText[e.Kind])
 }
 
-// operand prints child of an operator of kind parent, parenthesized when needed:
-// always when it binds looser, and on the right of `-` when it is another `-` (the
-// operators group left to right; `+` and `&` are associative, so they need none).
-func operand(parent ir.ExprKind, child *ir.Expr, right bool) string {
+// operand prints child of an operator of kind parent, parenthesized as FormatExpr says.
+func operand(parent ir.ExprKind, child *ir.Expr) string {
+	if isOperation(child) && len(child.Children) == 1 {
+		return operand(parent, child.Children[0])
+	}
 	s := FormatExpr(child)
-	if child.Kind != ir.Ref && child.Kind != ir.Nil && child.Kind != ir.Arrow && len(child.Children) == 1 {
-		return operand(parent, child.Children[0], right)
+	if !isOperation(child) || isAllUnion(child) || child.Kind == parent && parent != ir.Exclusion {
+		return s
 	}
-	pl, cl := level(parent), level(child.Kind)
-	if cl < pl || cl == pl && right && parent == ir.Exclusion {
-		return "(" + s + ")"
+	return "(" + s + ")"
+}
+
+// isOperation reports whether e is an operator with operands (one without prints as nil).
+func isOperation(e *ir.Expr) bool {
+	return (e.Kind == ir.Union || e.Kind == ir.Intersection || e.Kind == ir.Exclusion) && len(e.Children) > 0
+}
+
+// isAllUnion reports whether e is a union whose operands are leaves or all-unions.
+func isAllUnion(e *ir.Expr) bool {
+	if e.Kind != ir.Union {
+		return false
 	}
-	return s
+	for _, c := range e.Children {
+		if isOperation(c) && !isAllUnion(c) {
+			return false
+		}
+	}
+	return true
 }

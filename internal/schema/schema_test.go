@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
@@ -85,6 +87,8 @@ func TestFormatRoundTrip(t *testing.T) {
 
 // diffSchemas compares two schemas ignoring source positions; it returns "" when
 // they are equal.
+// diffSchemas compares a and b by name (Format sorts definitions and caveats, and
+// caveat parameters, by name).
 func diffSchemas(a, b *ir.Schema) string {
 	if fmt.Sprint(a.UseFlags) != fmt.Sprint(b.UseFlags) {
 		return fmt.Sprintf("use flags %v vs %v", a.UseFlags, b.UseFlags)
@@ -92,15 +96,18 @@ func diffSchemas(a, b *ir.Schema) string {
 	if len(a.Definitions) != len(b.Definitions) || len(a.Caveats) != len(b.Caveats) {
 		return "different numbers of definitions or caveats"
 	}
-	for i, c := range a.Caveats {
-		d := b.Caveats[i]
-		if c.Name != d.Name || c.Doc != d.Doc || c.Expression != d.Expression || fmt.Sprint(c.Params) != fmt.Sprint(d.Params) {
+	params := func(c *ir.Caveat) string {
+		return fmt.Sprint(slices.SortedFunc(slices.Values(c.Params), func(x, y caveat.Param) int { return strings.Compare(x.Name, y.Name) }))
+	}
+	for _, c := range a.Caveats {
+		d := b.Caveat(c.Name)
+		if d == nil || c.Doc != d.Doc || c.Expression != d.Expression || params(c) != params(d) {
 			return fmt.Sprintf("caveat %q differs: %+v vs %+v", c.Name, c, d)
 		}
 	}
-	for i, d := range a.Definitions {
-		e := b.Definitions[i]
-		if d.Name != e.Name || d.Doc != e.Doc || len(d.Relations) != len(e.Relations) {
+	for _, d := range a.Definitions {
+		e := b.Definition(d.Name)
+		if e == nil || d.Doc != e.Doc || len(d.Relations) != len(e.Relations) {
 			return fmt.Sprintf("definition %q differs", d.Name)
 		}
 		for j, r := range d.Relations {

@@ -54,13 +54,21 @@ func TestReflectSchema(t *testing.T) {
 	if len(resp.Definitions) != 4 || len(resp.Caveats) != 1 || resp.ReadAt == nil {
 		t.Fatalf("reflection: %v", resp)
 	}
-	user, doc := resp.Definitions[0], resp.Definitions[3]
+	// Sorted by name, as SpiceDB sends them.
+	if got := []string{resp.Definitions[0].Name, resp.Definitions[1].Name, resp.Definitions[2].Name, resp.Definitions[3].Name}; !slices.Equal(got, []string{"document", "folder", "group", "user"}) {
+		t.Errorf("definitions in order %v, want them sorted by name", got)
+	}
+	doc, user := resp.Definitions[0], resp.Definitions[3]
 	if user.Name != "user" || user.Comment != "/** a person */" || doc.Name != "document" || len(doc.Relations) != 2 || len(doc.Permissions) != 2 {
 		t.Errorf("definitions: %v / %v", user, doc)
 	}
 	viewer := doc.Relations[1]
 	if len(viewer.SubjectTypes) != 4 || !viewer.SubjectTypes[1].GetIsPublicWildcard() || viewer.SubjectTypes[2].GetOptionalRelationName() != "member" ||
-		viewer.SubjectTypes[3].OptionalCaveatName != "on_weekday" || !viewer.SubjectTypes[0].GetIsTerminalSubject() {
+		viewer.SubjectTypes[3].OptionalCaveatName != "on_weekday" {
+		t.Errorf("viewer subject types: %v", viewer.SubjectTypes)
+	}
+	// SpiceDB sets is_terminal_subject on a plain subject type, always false.
+	if term, ok := viewer.SubjectTypes[0].Typeref.(*v1.ReflectionTypeReference_IsTerminalSubject); !ok || term.IsTerminalSubject {
 		t.Errorf("viewer subject types: %v", viewer.SubjectTypes)
 	}
 	if c := resp.Caveats[0]; c.Name != "on_weekday" || len(c.Parameters) != 1 || c.Parameters[0].Type != "string" {
@@ -126,5 +134,61 @@ definition document {
 	eresp, err := exp.ExperimentalDependentRelations(ctxT(t), &v1.ExperimentalDependentRelationsRequest{DefinitionName: "folder", PermissionName: "read"})
 	if err != nil || len(eresp.Relations) != 1 || eresp.Relations[0].RelationName != "owner" {
 		t.Errorf("ExperimentalDependentRelations: %v, %v", eresp, err)
+	}
+}
+
+// ReadSchema returns the text SpiceDB 1.56 returns for the same schema (taken from it):
+// caveats then definitions, each sorted by name, caveat parameters sorted by name,
+// SpiceDB's parentheses, and no final newline.
+func TestReadSchemaAsSpiceDB(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, `use expiration
+
+/** zeta doc */
+definition zeta {
+  relation rrr: user with expiration
+}
+
+caveat b_cav(z string, a int, m list<string>) {
+  a > 1 && z == "x" && "q" in m
+}
+
+// a user
+definition user {}
+
+/** caveat a */
+caveat a_cav(x int) {
+  x == 1
+}
+
+definition org/team {
+  // members
+  relation member: user | org/team#member | zeta#rrr
+  relation banned: user:* with a_cav
+  permission okk = member - (banned & member) + zeta
+  relation zeta: zeta
+}`)
+	resp, err := ts.schema.ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "use expiration\n\n/** caveat a */\ncaveat a_cav(x int) {\n\tx == 1\n}\n\n" +
+		"caveat b_cav(a int, m list<string>, z string) {\n\ta > 1 && z == \"x\" && \"q\" in m\n}\n\n" +
+		"definition org/team {\n\t// members\n\trelation member: user | org/team#member | zeta#rrr\n\trelation banned: user:* with a_cav\n" +
+		"\tpermission okk = member - ((banned & member) + zeta)\n\trelation zeta: zeta\n}\n\n" +
+		"// a user\ndefinition user {}\n\n/** zeta doc */\ndefinition zeta {\n\trelation rrr: user with expiration\n}"
+	if got := resp.GetSchemaText(); got != want {
+		t.Errorf("ReadSchema:\n%q\nwant (SpiceDB's):\n%q", got, want)
+	}
+	refl, err := ts.schema.ReflectSchema(ctxT(t), &v1.ReflectSchemaRequest{Consistency: fullyConsistent()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []string
+	for _, p := range refl.Caveats[1].Parameters {
+		params = append(params, p.Name)
+	}
+	if refl.Caveats[0].Name != "a_cav" || !slices.Equal(params, []string{"a", "m", "z"}) {
+		t.Errorf("reflected caveats %v, want a_cav first and b_cav's parameters sorted by name", refl.Caveats)
 	}
 }

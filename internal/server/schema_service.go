@@ -29,6 +29,8 @@ func (ss *schemaService) ReadSchema(ctx context.Context, _ *v1.ReadSchemaRequest
 	if text == "" {
 		return nil, ss.s.status(&noSchemaError{})
 	}
+	// SpiceDB's text has no final newline; schemas stored by earlier versions have one.
+	text = strings.TrimRight(text, "\n")
 	return &v1.ReadSchemaResponse{SchemaText: text, ReadAt: tokenFor(r.Revision())}, nil
 }
 
@@ -53,8 +55,9 @@ func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaReq
 	return &v1.WriteSchemaResponse{WrittenAt: tokenFor(rev)}, nil
 }
 
-// compileForWrite compiles src and returns the text to store: the canonical form
-// (what ReadSchema returns, as in SpiceDB) when it compiles back, else src itself.
+// compileForWrite compiles src and returns the text to store: the canonical form in
+// SpiceDB's order and layout (what ReadSchema returns) when it compiles back, else src
+// itself.
 func (s *Server) compileForWrite(src string) (*ir.Schema, string, error) {
 	if strings.TrimSpace(src) == "" {
 		return s.schemas.empty, "", nil
