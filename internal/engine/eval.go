@@ -48,6 +48,7 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 	out := make(results, len(ids))
 	todo := make([]string, 0, len(ids))
 	var keys []cache.Key // of todo, when caching
+	cached := 0
 	for _, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
@@ -67,12 +68,14 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 			if o, ok := ev.shared.get(ck); ok {
 				ev.memo[k] = o
 				out.put(id, o)
+				cached++
 				continue
 			}
 			keys = append(keys, ck)
 		}
 		todo = append(todo, id)
 	}
+	countWork(ctx, len(todo) > 0, cached)
 	if len(todo) == 0 {
 		return out, nil
 	}

@@ -31,7 +31,7 @@ func (s *Server) newGateway() error {
 	}
 	s.gwConn = conn
 	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
-		runtime.WithIncomingHeaderMatcher(forwardHeader))
+		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithOutgoingHeaderMatcher(returnHeader))
 	ctx := context.Background()
 	if err := v1.RegisterSchemaServiceHandlerClient(ctx, mux, v1.NewSchemaServiceClient(conn)); err != nil {
 		return err
@@ -51,7 +51,7 @@ func (s *Server) newGateway() error {
 	}
 	s.closePermify = closePermify
 	s.http = &http.Server{
-		Handler:           s.limitBody(handler),
+		Handler:           httpRequestIDs(s.limitBody(handler)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
@@ -86,4 +86,14 @@ func forwardHeader(key string) (string, bool) {
 		return "x-request-id", true
 	}
 	return runtime.DefaultHeaderMatcher(key)
+}
+
+// returnHeader passes gRPC response headers back as Grpc-Metadata-* headers, as the
+// gateway does by default, except the request id: httpRequestIDs already returns it as
+// X-Request-Id, the one header SpiceDB's gateway sends.
+func returnHeader(key string) (string, bool) {
+	if key == requestIDKey {
+		return "", false
+	}
+	return runtime.MetadataHeaderPrefix + key, true
 }
