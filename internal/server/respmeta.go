@@ -24,8 +24,8 @@ const (
 
 // countedMethods are the calls whose trailers carry the engine's work counts.
 var countedMethods = map[string]bool{
-	"/authzed.api.v1.PermissionsService/CheckPermission":       true,
-	"/authzed.api.v1.PermissionsService/CheckBulkPermissions":  true,
+	"/authzed.api.v1.PermissionsService/CheckPermission":      true,
+	"/authzed.api.v1.PermissionsService/CheckBulkPermissions": true,
 	"/authzed.api.v1.ExperimentalService/BulkCheckPermission": true,
 }
 

@@ -138,4 +138,3 @@ func TestResponseMetadataHTTP(t *testing.T) {
 		t.Errorf("generated request ids %q and %q: want two different ones", a, b)
 	}
 }
-
