@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -24,9 +25,9 @@ const (
 
 // countedMethods are the calls whose trailers carry the engine's work counts.
 var countedMethods = map[string]bool{
-	"/authzed.api.v1.PermissionsService/CheckPermission":      true,
-	"/authzed.api.v1.PermissionsService/CheckBulkPermissions": true,
-	"/authzed.api.v1.ExperimentalService/BulkCheckPermission": true,
+	v1.PermissionsService_CheckPermission_FullMethodName:      true,
+	v1.PermissionsService_CheckBulkPermissions_FullMethodName: true,
+	v1.ExperimentalService_BulkCheckPermission_FullMethodName: true,
 }
 
 type requestIDCtxKey struct{}
