@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/authzed/authzed-go/pkg/responsemeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -92,7 +93,7 @@ func forwardHeader(key string) (string, bool) {
 // gateway does by default, except the request id: httpRequestIDs already returns it as
 // X-Request-Id, the one header SpiceDB's gateway sends.
 func returnHeader(key string) (string, bool) {
-	if key == requestIDKey {
+	if key == string(responsemeta.RequestID) {
 		return "", false
 	}
 	return runtime.MetadataHeaderPrefix + key, true

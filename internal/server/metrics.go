@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/authzed/authzed-go/pkg/responsemeta"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -101,7 +102,7 @@ func requestID(ctx context.Context) string {
 	if id, ok := ctx.Value(requestIDCtxKey{}).(string); ok {
 		return id
 	}
-	if v := metadata.ValueFromIncomingContext(ctx, requestIDKey); len(v) > 0 && v[0] != "" {
+	if v := metadata.ValueFromIncomingContext(ctx, string(responsemeta.RequestID)); len(v) > 0 && v[0] != "" {
 		return v[0]
 	}
 	return newRequestID()

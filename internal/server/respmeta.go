@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 
+	"github.com/authzed/authzed-go/pkg/requestmeta"
+	"github.com/authzed/authzed-go/pkg/responsemeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -12,16 +15,12 @@ import (
 	"github.com/latch-authz/latch/internal/engine"
 )
 
-// Response metadata, as SpiceDB sends it: every call's request id (the client's
-// x-request-id, or one made up for the call) and, on checks, how many subproblems the
-// engine evaluated and how many it took from its cache. SpiceDB sends all of them as
-// trailers; the request id also goes in the header, so that a stream's client (and
-// a call that panicked) has it before the call ends.
-const (
-	requestIDKey     = "x-request-id"
-	dispatchCountKey = "io.spicedb.respmeta.dispatchedoperationscount"
-	cachedCountKey   = "io.spicedb.respmeta.cachedoperationscount"
-)
+// Response metadata, as SpiceDB sends it (keys from authzed-go's responsemeta): every
+// call's request id (the client's x-request-id, or one made up for the call) and, on
+// checks, how many subproblems the engine evaluated and how many it took from its
+// cache. SpiceDB sends all of them as trailers; the request id also goes in the
+// header, so that a stream's client (and a call that panicked) has it before the call
+// ends. A client that asks (zed does) gets the server's version in the header.
 
 // countedMethods are the calls whose trailers carry the engine's work counts.
 var countedMethods = map[string]bool{
@@ -32,21 +31,34 @@ var countedMethods = map[string]bool{
 
 type requestIDCtxKey struct{}
 
+// serverVersion is the version of the latch module this binary was built from:
+// "(devel)" for a build from a source tree, as SpiceDB's own such builds report.
+var serverVersion = func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}()
+
 // withRequestID settles the call's request id, sends it in the header, and returns
 // the context that carries it (for the logs and spans of the call).
 func withRequestID(ctx context.Context, setHeader func(metadata.MD) error) (context.Context, string) {
 	id := requestID(ctx)
-	_ = setHeader(metadata.Pairs(requestIDKey, id)) // fails only once the header is sent, not yet
+	header := metadata.Pairs(string(responsemeta.RequestID), id)
+	if v := metadata.ValueFromIncomingContext(ctx, string(requestmeta.RequestServerVersion)); len(v) > 0 {
+		header.Set(string(responsemeta.ServerVersion), serverVersion)
+	}
+	_ = setHeader(header) // fails only once the header is sent, not yet
 	return context.WithValue(ctx, requestIDCtxKey{}, id), id
 }
 
 // trailer is the response trailer of a call with request id id and, when st is not
 // nil, the engine's work counts.
 func trailer(id string, st *engine.Stats) metadata.MD {
-	md := metadata.Pairs(requestIDKey, id)
+	md := metadata.Pairs(string(responsemeta.RequestID), id)
 	if st != nil {
-		md[dispatchCountKey] = []string{strconv.FormatInt(st.Dispatched.Load(), 10)}
-		md[cachedCountKey] = []string{strconv.FormatInt(st.Cached.Load(), 10)}
+		md[string(responsemeta.DispatchedOperationsCount)] = []string{strconv.FormatInt(st.Dispatched.Load(), 10)}
+		md[string(responsemeta.CachedOperationsCount)] = []string{strconv.FormatInt(st.Cached.Load(), 10)}
 	}
 	return md
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/authzed/authzed-go/pkg/requestmeta"
+	"github.com/authzed/authzed-go/pkg/responsemeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -26,7 +28,7 @@ func counts(t *testing.T, md metadata.MD) (dispatched, cached int) {
 		}
 		return n
 	}
-	return parse(dispatchCountKey), parse(cachedCountKey)
+	return parse(string(responsemeta.DispatchedOperationsCount)), parse(string(responsemeta.CachedOperationsCount))
 }
 
 // Every call returns the client's x-request-id (or a new one) in its header and
@@ -86,9 +88,17 @@ func TestResponseMetadataGRPC(t *testing.T) {
 	}
 
 	// Other calls carry the request id but no counts, streams included.
-	var schemaTrailer metadata.MD
-	if _, err := ts.schema.ReadSchema(ctxT(t), &v1.ReadSchemaRequest{}, grpc.Trailer(&schemaTrailer)); err != nil {
+	// A client that asks for the server's version (zed does) gets it in the header.
+	var schemaHeader, schemaTrailer metadata.MD
+	versionCtx := metadata.AppendToOutgoingContext(ctxT(t), string(requestmeta.RequestServerVersion), "1")
+	if _, err := ts.schema.ReadSchema(versionCtx, &v1.ReadSchemaRequest{}, grpc.Header(&schemaHeader), grpc.Trailer(&schemaTrailer)); err != nil {
 		t.Fatal(err)
+	}
+	if v := schemaHeader.Get(string(responsemeta.ServerVersion)); len(v) != 1 || v[0] != serverVersion {
+		t.Errorf("server version header %q, want %q", v, serverVersion)
+	}
+	if v := header.Get(string(responsemeta.ServerVersion)); len(v) != 0 {
+		t.Errorf("server version %q sent unasked", v)
 	}
 	if d, c := counts(t, schemaTrailer); len(schemaTrailer.Get("x-request-id")) != 1 || d != -1 || c != -1 {
 		t.Errorf("ReadSchema trailer %v: want a request id and no counts", schemaTrailer)
