@@ -102,8 +102,11 @@ func FormatExpr(e *ir.Expr) string {
 	case ir.Nil:
 		return "nil"
 	case ir.Arrow:
-		if e.ArrowKind == ir.ArrowAll {
+		switch {
+		case e.ArrowKind == ir.ArrowAll:
 			return e.Tupleset + ".all(" + e.Target + ")"
+		case e.AnySpelled:
+			return e.Tupleset + ".any(" + e.Target + ")"
 		}
 		return e.Tupleset + "->" + e.Target
 	}

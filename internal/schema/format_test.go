@@ -78,6 +78,8 @@ func TestFormatExprParens(t *testing.T) {
 		{op(ir.Union, ref("a"), op(ir.Intersection)), "a + nil"},
 		{op(ir.Exclusion, ref("a"), op(ir.Union, op(ir.Exclusion, ref("b"), ref("c")))), "a - (b - c)"},
 		{&ir.Expr{Kind: ir.Arrow, Tupleset: "parent", Target: "view", ArrowKind: ir.ArrowAll}, "parent.all(view)"},
+		{&ir.Expr{Kind: ir.Arrow, Tupleset: "parent", Target: "view", AnySpelled: true}, "parent.any(view)"},
+		{&ir.Expr{Kind: ir.Arrow, Tupleset: "parent", Target: "view"}, "parent->view"},
 		{op(ir.Union), "nil"},
 		{nil, "nil"},
 	}

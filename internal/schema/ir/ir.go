@@ -141,9 +141,10 @@ type Expr struct {
 
 	Name string // Ref: the relation or permission name
 
-	Tupleset  string    // Arrow: the relation whose subjects are walked
-	Target    string    // Arrow: the relation or permission evaluated on each subject
-	ArrowKind ArrowKind // Arrow
+	Tupleset   string    // Arrow: the relation whose subjects are walked
+	Target     string    // Arrow: the relation or permission evaluated on each subject
+	ArrowKind  ArrowKind // Arrow
+	AnySpelled bool      // Arrow: written `rel.any(perm)`, which SpiceDB prints back so
 }
 
 // Caveat is a named CEL condition with typed parameters.
