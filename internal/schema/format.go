@@ -10,10 +10,12 @@ import (
 
 // Format prints s as canonical schema text, as SpiceDB prints a schema: `use` flags
 // first, then caveats, then definitions, each sorted by name and separated by a
-// blank line, with no final newline; caveat parameters sorted by name; members
-// indented by one tab, in declaration order; doc comments kept; expressions
-// parenthesized as SpiceDB does (FormatExpr). Compiling the output gives back s, but
-// for the order of its definitions and caveats.
+// blank line, with no final newline; caveat parameters sorted by name; caveat
+// expressions as CEL prints them back; members indented by one tab, in declaration
+// order, a commented one set off by a blank line; doc comments laid out as SpiceDB
+// lays them out (writeDoc); expressions parenthesized as SpiceDB does (FormatExpr).
+// Compiling the output gives back s, but for the order of its definitions and
+// caveats and the layout of comments and caveat expressions.
 func Format(s *ir.Schema) string {
 	var blocks []string
 	if len(s.UseFlags) > 0 {
@@ -32,22 +34,69 @@ func Format(s *ir.Schema) string {
 	return strings.TrimSuffix(strings.Join(blocks, "\n"), "\n")
 }
 
-// writeDoc writes a doc comment, indented. Text that is not already a comment (an IR
-// built by other means) is turned into line comments so the output still parses.
+// writeDoc writes a doc comment, indented, as SpiceDB prints one: each `//` comment as
+// `// text`; each block comment on one line when its text is one line of at most
+// maxOneLineComment characters, else with a ` * text` line for each line of its text.
+// Text that is not a comment (an IR built by other means) becomes line comments.
 func writeDoc(b *strings.Builder, doc, indent string) {
 	if doc == "" {
 		return
 	}
-	isComment := strings.HasPrefix(doc, "//") || strings.HasPrefix(doc, "/*")
-	for i, line := range strings.Split(doc, "\n") {
-		switch {
-		case !isComment:
-			line = "// " + line
-		case i > 0 && strings.HasPrefix(line, "*"):
-			line = " " + line // the ` * ` column of a block comment
+	if !strings.HasPrefix(doc, "//") && !strings.HasPrefix(doc, "/*") {
+		for _, line := range strings.Split(doc, "\n") {
+			b.WriteString(indent + "// " + strings.TrimSpace(line) + "\n")
 		}
-		b.WriteString(strings.TrimRight(indent+line, " \t") + "\n")
+		return
 	}
+	for _, c := range splitComments(doc) {
+		writeComment(b, c, indent)
+	}
+}
+
+// maxOneLineComment is the longest block comment text SpiceDB prints on one line.
+const maxOneLineComment = 70
+
+func writeComment(b *strings.Builder, c, indent string) {
+	if strings.HasPrefix(c, "//") {
+		b.WriteString(indent + "// " + strings.TrimSpace(strings.TrimPrefix(c, "//")) + "\n")
+		return
+	}
+	open := "/*"
+	if strings.HasPrefix(c, "/**") {
+		open = "/**"
+	}
+	text := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(c, open), "*/"))
+	line := func(s string) string { return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "*")) }
+	if len(text) <= maxOneLineComment && !strings.Contains(text, "\n") {
+		b.WriteString(indent + open + " " + line(text) + " */\n")
+		return
+	}
+	b.WriteString(indent + open + "\n")
+	for _, l := range strings.Split(text, "\n") {
+		b.WriteString(indent + " * " + line(l) + "\n")
+	}
+	b.WriteString(indent + " */\n")
+}
+
+// splitComments splits a doc into its comments: `//` lines and `/* */` blocks.
+func splitComments(doc string) []string {
+	var out []string
+	rest := strings.TrimSpace(doc)
+	for rest != "" {
+		var c string
+		if strings.HasPrefix(rest, "/*") {
+			end := strings.Index(rest[2:], "*/")
+			if end < 0 {
+				end = len(rest) - 4 // unterminated: the rest is the comment
+			}
+			c, rest = rest[:end+4], rest[end+4:]
+		} else {
+			c, rest, _ = strings.Cut(rest, "\n")
+		}
+		out = append(out, c)
+		rest = strings.TrimSpace(rest)
+	}
+	return out
 }
 
 func formatCaveat(c *ir.Caveat) string {
@@ -58,8 +107,17 @@ func formatCaveat(c *ir.Caveat) string {
 		params[i] = p.Name + " " + fmt.Sprint(p.Type) // caveat.Type prints as the schema spells it
 	}
 	slices.Sort(params) // by name: a name is followed by a space, which sorts before any name character
-	fmt.Fprintf(&b, "caveat %s(%s) {\n\t%s\n}\n", c.Name, strings.Join(params, ", "), c.Expression)
+	fmt.Fprintf(&b, "caveat %s(%s) {\n\t%s\n}\n", c.Name, strings.Join(params, ", "), strings.ReplaceAll(CaveatExpression(c), "\n", "\n\t"))
 	return b.String()
+}
+
+// CaveatExpression is c's expression as SpiceDB prints it (caveat.Compiled.Canonical),
+// or as written when it is not compiled.
+func CaveatExpression(c *ir.Caveat) string {
+	if c.Compiled == nil {
+		return c.Expression
+	}
+	return c.Compiled.Canonical()
 }
 
 func formatDefinition(d *ir.Definition) string {
@@ -70,7 +128,10 @@ func formatDefinition(d *ir.Definition) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "definition %s {\n", d.Name)
-	for _, r := range d.Relations {
+	for i, r := range d.Relations {
+		if r.Doc != "" && i > 0 {
+			b.WriteString("\n") // SpiceDB sets a commented member off from the one before
+		}
 		writeDoc(&b, r.Doc, "\t")
 		if r.IsPermission() {
 			fmt.Fprintf(&b, "\tpermission %s = %s\n", r.Name, FormatExpr(r.Rewrite))

@@ -144,7 +144,7 @@ func reflectPermission(r *ir.Relation) *v1.ReflectionPermission {
 }
 
 func reflectCaveat(c *ir.Caveat) *v1.ReflectionCaveat {
-	out := &v1.ReflectionCaveat{Name: c.Name, Comment: c.Doc, Expression: c.Expression}
+	out := &v1.ReflectionCaveat{Name: c.Name, Comment: c.Doc, Expression: schema.CaveatExpression(c)}
 	for _, p := range c.Params {
 		out.Parameters = append(out.Parameters, &v1.ReflectionCaveatParameter{Name: p.Name, Type: p.Type.String(), ParentCaveatName: c.Name})
 	}
@@ -401,7 +401,7 @@ func diffCaveat(oc, c *ir.Caveat) []*v1.ReflectionSchemaDiff {
 	if oc.Doc != c.Doc {
 		out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_CaveatDocCommentChanged{CaveatDocCommentChanged: rc}})
 	}
-	if strings.TrimSpace(oc.Expression) != strings.TrimSpace(c.Expression) {
+	if schema.CaveatExpression(oc) != schema.CaveatExpression(c) {
 		out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_CaveatExprChanged{CaveatExprChanged: rc}})
 	}
 	param := func(c *ir.Caveat, name string) (string, bool) {
