@@ -181,7 +181,7 @@ func TestZedCLI(t *testing.T) {
 	deleted := strings.TrimSpace(z.run(t, "relationship", "delete", "document:d1", "editor", "user:u2"))
 	z.expect(t, "document:d1 viewer group:g1#member\n", "relationship", "read", "document:d1", full)
 
-	z.watchSeesTouch(t, deleted)
+	z.watchSeesTouch(t, deleted, schemaFile)
 	z.backupRestores(t, dir)
 }
 
@@ -207,8 +207,9 @@ func TestZedImport(t *testing.T) {
 }
 
 // watchSeesTouch runs `zed relationship watch` from revision after, touches and
-// deletes a relationship, and waits for the watch to print both.
-func (z zed) watchSeesTouch(t *testing.T, after string) {
+// deletes a relationship and writes the schema again, and waits for the watch to
+// print all three.
+func (z zed) watchSeesTouch(t *testing.T, after, schemaFile string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), zedTimeout)
 	defer cancel()
@@ -234,7 +235,8 @@ func (z zed) watchSeesTouch(t *testing.T, after string) {
 	}()
 	z.run(t, "relationship", "touch", "document:d9", "viewer", "user:w1")
 	z.run(t, "relationship", "delete", "document:d9", "viewer", "user:w1")
-	want := []string{"TOUCHED document:d9 viewer user:w1", "DELETED document:d9 viewer user:w1"}
+	z.run(t, "schema", "write", schemaFile)
+	want := []string{"TOUCHED document:d9 viewer user:w1", "DELETED document:d9 viewer user:w1", "SCHEMA UPDATED"}
 	var got []string
 	for len(got) < len(want) {
 		l, ok := <-lines
@@ -242,7 +244,7 @@ func (z zed) watchSeesTouch(t *testing.T, after string) {
 			t.Errorf("zed relationship watch ended after %q; stderr: %s", got, stderr.String())
 			break
 		}
-		if strings.HasPrefix(l, "TOUCHED ") || strings.HasPrefix(l, "DELETED ") {
+		if strings.HasPrefix(l, "TOUCHED ") || strings.HasPrefix(l, "DELETED ") || l == "SCHEMA UPDATED" {
 			got = append(got, l)
 		}
 	}
