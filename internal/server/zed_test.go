@@ -230,8 +230,20 @@ func (z zed) watchSeesTouch(t *testing.T, after, schemaFile string) {
 		defer close(lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
 		}
+	}()
+	// However the test ends (a failed write included), zed is stopped and waited for
+	// and the reader goroutine ends.
+	defer func() {
+		cancel()
+		for range lines {
+		}
+		_ = cmd.Wait()
 	}()
 	z.run(t, "relationship", "touch", "document:d9", "viewer", "user:w1")
 	z.run(t, "relationship", "delete", "document:d9", "viewer", "user:w1")
@@ -248,10 +260,6 @@ func (z zed) watchSeesTouch(t *testing.T, after, schemaFile string) {
 			got = append(got, l)
 		}
 	}
-	cancel() // stops zed; the reader goroutine ends with its stdout
-	for range lines {
-	}
-	_ = cmd.Wait()
 	if !slices.Equal(got, want) {
 		t.Errorf("zed relationship watch printed %q, want %q", got, want)
 	}
