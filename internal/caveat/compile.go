@@ -40,12 +40,13 @@ type Diagnostic struct {
 
 // Compiled is a type-checked caveat expression, ready to evaluate concurrently.
 type Compiled struct {
-	name   string
-	params []Param
-	expr   string
-	env    *cel.Env
-	ast    *cel.Ast
-	prog   cel.Program
+	name      string
+	params    []Param
+	expr      string
+	canonical string
+	env       *cel.Env
+	ast       *cel.Ast
+	prog      cel.Program
 }
 
 // Result is the outcome of evaluating a caveat. When Missing is not empty the result is
@@ -57,7 +58,8 @@ type Result struct {
 
 // Compile type-checks expr against params. The expression must be of type bool.
 func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic) {
-	opts := []cel.EnvOption{cel.CrossTypeNumericComparisons(true)}
+	// Macro calls are tracked so that the expression can be printed back (Canonical).
+	opts := []cel.EnvOption{cel.CrossTypeNumericComparisons(true), cel.EnableMacroCallTracking()}
 	opts = append(opts, ipFunctions()...)
 	for _, p := range params {
 		opts = append(opts, cel.Variable(p.Name, celType(p.Type)))
@@ -99,7 +101,11 @@ func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic)
 	if err != nil {
 		return nil, []Diagnostic{{Line: 1, Col: 1, Msg: err.Error()}}
 	}
-	return &Compiled{name: name, params: params, expr: expr, env: env, ast: ast, prog: prog}, nil
+	canonical, err := cel.AstToString(ast)
+	if err != nil {
+		canonical = strings.TrimSpace(expr) // an expression CEL cannot print back stays as written
+	}
+	return &Compiled{name: name, params: params, expr: expr, canonical: canonical, env: env, ast: ast, prog: prog}, nil
 }
 
 // sizesUpTo is the static cost estimate's view of values it cannot see: every one of
@@ -198,6 +204,11 @@ func (c *Compiled) Params() []Param { return c.params }
 
 // Expression returns the caveat's CEL source.
 func (c *Compiled) Expression() string { return c.expr }
+
+// Canonical is the expression as CEL prints it back, as SpiceDB returns it: one space
+// around operators, parentheses where needed, lines wrapped after the first `&&` or
+// `||` past column 80.
+func (c *Compiled) Canonical() string { return c.canonical }
 
 // Eval evaluates the caveat against a converted context (see ConvertContext). Parameters
 // absent from ctx are unknown: if the answer depends on them, the result lists them in

@@ -105,7 +105,7 @@ func TestClientCommandsAgainstServer(t *testing.T) {
 	env := map[string]string{"LATCH_ENDPOINT": addr, "LATCH_TOKEN": "s3cret"}
 	runSteps(t, env, []step{
 		{args: []string{"schema", "write", "-"}, stdin: testSchema, outRE: token},
-		{args: []string{"schema", "read"}, outRE: `(?s)definition user \{\}.*permission view = viewer`},
+		{args: []string{"schema", "read"}, outRE: `(?s)^caveat min_level\(level int, required int\).*permission view = viewer\n}\n\ndefinition user \{\}\n$`}, // SpiceDB's order: caveats, then definitions, by name
 		{args: []string{"relationship", "create", "document:readme#viewer@user:alice", "document:readme#viewer@user:bob"}, outRE: token},
 		{args: []string{"relationship", "create", "document:readme#viewer@user:alice"}, code: 1, err: "(AlreadyExists)"},
 		{args: []string{"relationship", "touch", "-"}, stdin: "// from stdin\n\ndocument:plan#viewer@user:carol[min_level:{\"required\": 3}]\n", outRE: token},

@@ -46,7 +46,8 @@ func (c WatchConfig) request() (*v1.WatchRequest, error) {
 	if c.Start != "" {
 		req.OptionalStartCursor = &v1.ZedToken{Token: c.Start}
 	}
-	req.OptionalUpdateKinds = []v1.WatchKind{v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES}
+	// Relationship updates come without asking; listing them would hide a server that
+	// sends them only when listed (SpiceDB and zed do not list them).
 	if c.Checkpoints {
 		req.OptionalUpdateKinds = append(req.OptionalUpdateKinds, v1.WatchKind_WATCH_KIND_INCLUDE_CHECKPOINTS)
 	}

@@ -51,6 +51,7 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 	todo := make([]string, 0, len(ids))
 	var keys []cache.Key       // of todo, when caching
 	var known, step *TraceNode // traced steps: answers known before, answers found here
+	cached := 0
 	for _, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
@@ -74,12 +75,14 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 				ev.memo[k] = o
 				out.put(id, o)
 				known = ev.tr.answered(known, r, id, o, true)
+				cached++
 				continue
 			}
 			keys = append(keys, ck)
 		}
 		todo = append(todo, id)
 	}
+	countWork(ctx, len(todo) > 0, cached)
 	if len(todo) == 0 {
 		return out, nil
 	}

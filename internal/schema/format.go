@@ -2,15 +2,20 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
-// Format prints s as canonical schema text: `use` flags first, then caveats, then
-// definitions, each separated by a blank line; members indented by one tab; doc
-// comments kept; expressions with only the parentheses the precedence needs
-// (`-` loosest, then `&`, then `+`). Compiling the output gives back s.
+// Format prints s as canonical schema text, as SpiceDB prints a schema: `use` flags
+// first, then caveats, then definitions, each sorted by name and separated by a
+// blank line, with no final newline; caveat parameters sorted by name; caveat
+// expressions as CEL prints them back; members indented by one tab, in declaration
+// order, a commented one set off by a blank line; doc comments laid out as SpiceDB
+// lays them out (writeDoc); expressions parenthesized as SpiceDB does (FormatExpr).
+// Compiling the output gives back s, but for the order of its definitions and
+// caveats and the layout of comments and caveat expressions.
 func Format(s *ir.Schema) string {
 	var blocks []string
 	if len(s.UseFlags) > 0 {
@@ -20,31 +25,78 @@ func Format(s *ir.Schema) string {
 		}
 		blocks = append(blocks, b.String())
 	}
-	for _, c := range s.Caveats {
+	for _, c := range slices.SortedFunc(slices.Values(s.Caveats), func(a, b *ir.Caveat) int { return strings.Compare(a.Name, b.Name) }) {
 		blocks = append(blocks, formatCaveat(c))
 	}
-	for _, d := range s.Definitions {
+	for _, d := range slices.SortedFunc(slices.Values(s.Definitions), func(a, b *ir.Definition) int { return strings.Compare(a.Name, b.Name) }) {
 		blocks = append(blocks, formatDefinition(d))
 	}
-	return strings.Join(blocks, "\n")
+	return strings.TrimSuffix(strings.Join(blocks, "\n"), "\n")
 }
 
-// writeDoc writes a doc comment, indented. Text that is not already a comment (an IR
-// built by other means) is turned into line comments so the output still parses.
+// writeDoc writes a doc comment, indented, as SpiceDB prints one: each `//` comment as
+// `// text`; each block comment on one line when its text is one line of at most
+// maxOneLineComment characters, else with a ` * text` line for each line of its text.
+// Text that is not a comment (an IR built by other means) becomes line comments.
 func writeDoc(b *strings.Builder, doc, indent string) {
 	if doc == "" {
 		return
 	}
-	isComment := strings.HasPrefix(doc, "//") || strings.HasPrefix(doc, "/*")
-	for i, line := range strings.Split(doc, "\n") {
-		switch {
-		case !isComment:
-			line = "// " + line
-		case i > 0 && strings.HasPrefix(line, "*"):
-			line = " " + line // the ` * ` column of a block comment
+	if !strings.HasPrefix(doc, "//") && !strings.HasPrefix(doc, "/*") {
+		for _, line := range strings.Split(doc, "\n") {
+			b.WriteString(indent + "// " + strings.TrimSpace(line) + "\n")
 		}
-		b.WriteString(strings.TrimRight(indent+line, " \t") + "\n")
+		return
 	}
+	for _, c := range splitComments(doc) {
+		writeComment(b, c, indent)
+	}
+}
+
+// maxOneLineComment is the longest block comment text SpiceDB prints on one line.
+const maxOneLineComment = 70
+
+func writeComment(b *strings.Builder, c, indent string) {
+	if strings.HasPrefix(c, "//") {
+		b.WriteString(indent + "// " + strings.TrimSpace(strings.TrimPrefix(c, "//")) + "\n")
+		return
+	}
+	open := "/*"
+	if strings.HasPrefix(c, "/**") {
+		open = "/**"
+	}
+	text := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(c, open), "*/"))
+	line := func(s string) string { return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "*")) }
+	if len(text) <= maxOneLineComment && !strings.Contains(text, "\n") {
+		b.WriteString(indent + open + " " + line(text) + " */\n")
+		return
+	}
+	b.WriteString(indent + open + "\n")
+	for _, l := range strings.Split(text, "\n") {
+		b.WriteString(indent + " * " + line(l) + "\n")
+	}
+	b.WriteString(indent + " */\n")
+}
+
+// splitComments splits a doc into its comments: `//` lines and `/* */` blocks.
+func splitComments(doc string) []string {
+	var out []string
+	rest := strings.TrimSpace(doc)
+	for rest != "" {
+		var c string
+		if strings.HasPrefix(rest, "/*") {
+			end := strings.Index(rest[2:], "*/")
+			if end < 0 {
+				end = len(rest) - 4 // unterminated: the rest is the comment
+			}
+			c, rest = rest[:end+4], rest[end+4:]
+		} else {
+			c, rest, _ = strings.Cut(rest, "\n")
+		}
+		out = append(out, c)
+		rest = strings.TrimSpace(rest)
+	}
+	return out
 }
 
 func formatCaveat(c *ir.Caveat) string {
@@ -54,8 +106,18 @@ func formatCaveat(c *ir.Caveat) string {
 	for i, p := range c.Params {
 		params[i] = p.Name + " " + fmt.Sprint(p.Type) // caveat.Type prints as the schema spells it
 	}
-	fmt.Fprintf(&b, "caveat %s(%s) {\n\t%s\n}\n", c.Name, strings.Join(params, ", "), c.Expression)
+	slices.Sort(params) // by name: a name is followed by a space, which sorts before any name character
+	fmt.Fprintf(&b, "caveat %s(%s) {\n\t%s\n}\n", c.Name, strings.Join(params, ", "), strings.ReplaceAll(CaveatExpression(c), "\n", "\n\t"))
 	return b.String()
+}
+
+// CaveatExpression is c's expression as SpiceDB prints it (caveat.Compiled.Canonical),
+// or as written when it is not compiled.
+func CaveatExpression(c *ir.Caveat) string {
+	if c.Compiled == nil {
+		return c.Expression
+	}
+	return c.Compiled.Canonical()
 }
 
 func formatDefinition(d *ir.Definition) string {
@@ -66,7 +128,10 @@ func formatDefinition(d *ir.Definition) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "definition %s {\n", d.Name)
-	for _, r := range d.Relations {
+	for i, r := range d.Relations {
+		if r.Doc != "" && i > 0 {
+			b.WriteString("\n") // SpiceDB sets a commented member off from the one before
+		}
 		writeDoc(&b, r.Doc, "\t")
 		if r.IsPermission() {
 			fmt.Fprintf(&b, "\tpermission %s = %s\n", r.Name, FormatExpr(r.Rewrite))
@@ -82,22 +147,12 @@ func formatDefinition(d *ir.Definition) string {
 	return b.String()
 }
 
-// level is an operator's binding strength; higher binds tighter.
-func level(k ir.ExprKind) int {
-	switch k {
-	case ir.Exclusion:
-		return 1
-	case ir.Intersection:
-		return 2
-	case ir.Union:
-		return 3
-	}
-	return 4
-}
-
 var opText = map[ir.ExprKind]string{ir.Union: " + ", ir.Intersection: " & ", ir.Exclusion: " - "}
 
-// FormatExpr prints a rewrite expression with minimal parentheses.
+// FormatExpr prints a rewrite expression with SpiceDB's parentheses: around every
+// operand that is itself an operation, except a union of unions (`+` binds tightest)
+// and an operand of the same associative operator (SpiceDB's compiler merges those).
+// Every parenthesis the precedence needs (`-` loosest, then `&`, then `+`) is there.
 func FormatExpr(e *ir.Expr) string {
 	if e == nil {
 		return "nil"
@@ -108,8 +163,11 @@ func FormatExpr(e *ir.Expr) string {
 	case ir.Nil:
 		return "nil"
 	case ir.Arrow:
-		if e.ArrowKind == ir.ArrowAll {
+		switch {
+		case e.ArrowKind == ir.ArrowAll:
 			return e.Tupleset + ".all(" + e.Target + ")"
+		case e.AnySpelled:
+			return e.Tupleset + ".any(" + e.Target + ")"
 		}
 		return e.Tupleset + "->" + e.Target
 	}
@@ -121,22 +179,37 @@ func FormatExpr(e *ir.Expr) string {
 	}
 	parts := make([]string, len(e.Children))
 	for i, c := range e.Children {
-		parts[i] = operand(e.Kind, c, i > 0)
+		parts[i] = operand(e.Kind, c)
 	}
 	return strings.Join(parts, opText[e.Kind])
 }
 
-// operand prints child of an operator of kind parent, parenthesized when needed:
-// always when it binds looser, and on the right of `-` when it is another `-` (the
-// operators group left to right; `+` and `&` are associative, so they need none).
-func operand(parent ir.ExprKind, child *ir.Expr, right bool) string {
+// operand prints child of an operator of kind parent, parenthesized as FormatExpr says.
+func operand(parent ir.ExprKind, child *ir.Expr) string {
+	if isOperation(child) && len(child.Children) == 1 {
+		return operand(parent, child.Children[0])
+	}
 	s := FormatExpr(child)
-	if child.Kind != ir.Ref && child.Kind != ir.Nil && child.Kind != ir.Arrow && len(child.Children) == 1 {
-		return operand(parent, child.Children[0], right)
+	if !isOperation(child) || isAllUnion(child) || child.Kind == parent && parent != ir.Exclusion {
+		return s
 	}
-	pl, cl := level(parent), level(child.Kind)
-	if cl < pl || cl == pl && right && parent == ir.Exclusion {
-		return "(" + s + ")"
+	return "(" + s + ")"
+}
+
+// isOperation reports whether e is an operator with operands (one without prints as nil).
+func isOperation(e *ir.Expr) bool {
+	return (e.Kind == ir.Union || e.Kind == ir.Intersection || e.Kind == ir.Exclusion) && len(e.Children) > 0
+}
+
+// isAllUnion reports whether e is a union whose operands are leaves or all-unions.
+func isAllUnion(e *ir.Expr) bool {
+	if e.Kind != ir.Union {
+		return false
 	}
-	return s
+	for _, c := range e.Children {
+		if isOperation(c) && !isAllUnion(c) {
+			return false
+		}
+	}
+	return true
 }

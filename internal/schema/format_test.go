@@ -54,24 +54,32 @@ func TestFormatGolden(t *testing.T) {
 	}
 }
 
-func TestFormatExprMinimalParens(t *testing.T) {
+// Parentheses as SpiceDB prints them (checked against SpiceDB 1.56's ReadSchema).
+func TestFormatExprParens(t *testing.T) {
 	ref := func(n string) *ir.Expr { return &ir.Expr{Kind: ir.Ref, Name: n} }
 	op := func(k ir.ExprKind, c ...*ir.Expr) *ir.Expr { return &ir.Expr{Kind: k, Children: c} }
 	tests := []struct {
 		e    *ir.Expr
 		want string
 	}{
-		{op(ir.Exclusion, op(ir.Exclusion, ref("a"), ref("b")), ref("c")), "a - b - c"},
+		{op(ir.Exclusion, op(ir.Exclusion, ref("a"), ref("b")), ref("c")), "(a - b) - c"},
 		{op(ir.Exclusion, ref("a"), op(ir.Exclusion, ref("b"), ref("c"))), "a - (b - c)"},
 		{op(ir.Union, op(ir.Exclusion, ref("a"), ref("b")), ref("c")), "(a - b) + c"},
 		{op(ir.Exclusion, ref("a"), op(ir.Union, ref("b"), ref("c"))), "a - b + c"},
+		{op(ir.Exclusion, ref("a"), op(ir.Intersection, ref("b"), ref("c"))), "a - (b & c)"},
+		{op(ir.Exclusion, ref("a"), op(ir.Union, op(ir.Intersection, ref("b"), ref("c")), ref("d"))), "a - ((b & c) + d)"},
 		{op(ir.Intersection, op(ir.Union, ref("a"), ref("b")), ref("c")), "a + b & c"},
+		{op(ir.Intersection, op(ir.Union, ref("a"), op(ir.Union, ref("b"), ref("c"))), ref("d")), "a + b + c & d"},
 		{op(ir.Union, ref("a"), op(ir.Intersection, ref("b"), ref("c"))), "a + (b & c)"},
+		{op(ir.Union, ref("a"), op(ir.Union, op(ir.Intersection, ref("b"), ref("c")), ref("d"))), "a + (b & c) + d"},
 		{op(ir.Union, ref("a"), op(ir.Union, ref("b"), ref("c"))), "a + b + c"},
 		{op(ir.Intersection, ref("a"), op(ir.Intersection, ref("b"), ref("c"))), "a & b & c"},
 		{op(ir.Union, op(ir.Union, ref("a"))), "a"},
+		{op(ir.Union, ref("a"), op(ir.Intersection)), "a + nil"},
 		{op(ir.Exclusion, ref("a"), op(ir.Union, op(ir.Exclusion, ref("b"), ref("c")))), "a - (b - c)"},
 		{&ir.Expr{Kind: ir.Arrow, Tupleset: "parent", Target: "view", ArrowKind: ir.ArrowAll}, "parent.all(view)"},
+		{&ir.Expr{Kind: ir.Arrow, Tupleset: "parent", Target: "view", AnySpelled: true}, "parent.any(view)"},
+		{&ir.Expr{Kind: ir.Arrow, Tupleset: "parent", Target: "view"}, "parent->view"},
 		{op(ir.Union), "nil"},
 		{nil, "nil"},
 	}
@@ -85,7 +93,7 @@ func TestFormatExprMinimalParens(t *testing.T) {
 func TestFormatDocWithoutMarkers(t *testing.T) {
 	s := ir.NewSchema([]*ir.Definition{{Name: "user", Doc: "plain text\nsecond"}}, nil, nil)
 	got := Format(s)
-	if got != "// plain text\n// second\ndefinition user {}\n" {
+	if got != "// plain text\n// second\ndefinition user {}" {
 		t.Errorf("Format = %q", got)
 	}
 	if _, err := Compile(got); err != nil {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
@@ -85,6 +87,8 @@ func TestFormatRoundTrip(t *testing.T) {
 
 // diffSchemas compares two schemas ignoring source positions; it returns "" when
 // they are equal.
+// diffSchemas compares a and b by name (Format sorts definitions and caveats, and
+// caveat parameters, by name), docs and caveat expressions as Format prints them.
 func diffSchemas(a, b *ir.Schema) string {
 	if fmt.Sprint(a.UseFlags) != fmt.Sprint(b.UseFlags) {
 		return fmt.Sprintf("use flags %v vs %v", a.UseFlags, b.UseFlags)
@@ -92,20 +96,28 @@ func diffSchemas(a, b *ir.Schema) string {
 	if len(a.Definitions) != len(b.Definitions) || len(a.Caveats) != len(b.Caveats) {
 		return "different numbers of definitions or caveats"
 	}
-	for i, c := range a.Caveats {
-		d := b.Caveats[i]
-		if c.Name != d.Name || c.Doc != d.Doc || c.Expression != d.Expression || fmt.Sprint(c.Params) != fmt.Sprint(d.Params) {
+	doc := func(d string) string { // Format normalizes comments as SpiceDB does
+		var b strings.Builder
+		writeDoc(&b, d, "")
+		return b.String()
+	}
+	params := func(c *ir.Caveat) string {
+		return fmt.Sprint(slices.SortedFunc(slices.Values(c.Params), func(x, y caveat.Param) int { return strings.Compare(x.Name, y.Name) }))
+	}
+	for _, c := range a.Caveats {
+		d := b.Caveat(c.Name)
+		if d == nil || doc(c.Doc) != doc(d.Doc) || CaveatExpression(c) != CaveatExpression(d) || params(c) != params(d) {
 			return fmt.Sprintf("caveat %q differs: %+v vs %+v", c.Name, c, d)
 		}
 	}
-	for i, d := range a.Definitions {
-		e := b.Definitions[i]
-		if d.Name != e.Name || d.Doc != e.Doc || len(d.Relations) != len(e.Relations) {
+	for _, d := range a.Definitions {
+		e := b.Definition(d.Name)
+		if e == nil || doc(d.Doc) != doc(e.Doc) || len(d.Relations) != len(e.Relations) {
 			return fmt.Sprintf("definition %q differs", d.Name)
 		}
 		for j, r := range d.Relations {
 			s := e.Relations[j]
-			if r.Name != s.Name || r.Doc != s.Doc || fmt.Sprint(r.Allowed) != fmt.Sprint(s.Allowed) || exprString(r.Rewrite) != exprString(s.Rewrite) {
+			if r.Name != s.Name || doc(r.Doc) != doc(s.Doc) || fmt.Sprint(r.Allowed) != fmt.Sprint(s.Allowed) || exprString(r.Rewrite) != exprString(s.Rewrite) {
 				return fmt.Sprintf("%s#%s differs: %s vs %s", d.Name, r.Name, exprString(r.Rewrite), exprString(s.Rewrite))
 			}
 		}

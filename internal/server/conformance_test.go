@@ -32,6 +32,13 @@ type conformanceFile struct {
 // conformanceDir finds ../shared/conformance/spicedb beside the module root.
 func conformanceDir(t *testing.T) string {
 	t.Helper()
+	return sharedPath(t, "conformance", "spicedb")
+}
+
+// sharedPath is a file or folder of ../shared beside the module root. The test is
+// skipped when it is missing, unless in CI (CI=true), where that is a failure.
+func sharedPath(t *testing.T, elem ...string) string {
+	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -46,14 +53,14 @@ func conformanceDir(t *testing.T) string {
 		}
 		dir = parent
 	}
-	conf := filepath.Join(dir, "..", "shared", "conformance", "spicedb")
-	if _, err := os.Stat(conf); errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(append([]string{dir, "..", "shared"}, elem...)...)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("conformance data %s is missing; CI must have ../shared beside the repository", conf)
+			t.Fatalf("%s is missing; CI must have ../shared beside the repository", path)
 		}
-		t.Skipf("conformance data %s is missing (../shared is not beside the repository); skipping", conf)
+		t.Skipf("%s is missing (../shared is not beside the repository); skipping", path)
 	}
-	return conf
+	return path
 }
 
 // conformanceStores are the datastores every conformance file runs against, each

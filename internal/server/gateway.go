@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/authzed/authzed-go/pkg/responsemeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -40,7 +41,7 @@ func (s *Server) newGateway() error {
 	}
 	s.gwConn = conn
 	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
-		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithErrorHandler(boundedErrors))
+		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithOutgoingHeaderMatcher(returnHeader), runtime.WithErrorHandler(boundedErrors))
 	ctx := context.Background()
 	if err := v1.RegisterSchemaServiceHandlerClient(ctx, mux, v1.NewSchemaServiceClient(conn)); err != nil {
 		return err
@@ -61,7 +62,7 @@ func (s *Server) newGateway() error {
 	s.closePermify = closePermify
 	s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth})
 	s.http = &http.Server{
-		Handler:           s.limitBody(withPlayground(s.playground, handler)),
+		Handler:           httpRequestIDs(s.limitBody(withPlayground(s.playground, handler))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
@@ -120,4 +121,14 @@ func forwardHeader(key string) (string, bool) {
 		return "x-request-id", true
 	}
 	return runtime.DefaultHeaderMatcher(key)
+}
+
+// returnHeader passes gRPC response headers back as Grpc-Metadata-* headers, as the
+// gateway does by default, except the request id: httpRequestIDs already returns it as
+// X-Request-Id, the one header SpiceDB's gateway sends.
+func returnHeader(key string) (string, bool) {
+	if key == string(responsemeta.RequestID) {
+		return "", false
+	}
+	return runtime.MetadataHeaderPrefix + key, true
 }

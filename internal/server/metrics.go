@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/authzed/authzed-go/pkg/responsemeta"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -96,11 +97,20 @@ func (m *metrics) observe(ctx context.Context, method string, start time.Time, e
 	}
 }
 
-// requestID returns the client's x-request-id, or a fresh random one.
+// requestID returns the call's request id (respmeta.go), else the client's
+// x-request-id, else a fresh random one.
 func requestID(ctx context.Context) string {
-	if v := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(v) > 0 && v[0] != "" {
+	if id, ok := ctx.Value(requestIDCtxKey{}).(string); ok {
+		return id
+	}
+	if v := metadata.ValueFromIncomingContext(ctx, string(responsemeta.RequestID)); len(v) > 0 && v[0] != "" {
 		return v[0]
 	}
+	return newRequestID()
+}
+
+// newRequestID returns a random request id.
+func newRequestID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -45,6 +45,10 @@ func (ss *schemaService) ReflectSchema(ctx context.Context, req *v1.ReflectSchem
 			resp.Caveats = append(resp.Caveats, reflectCaveat(c))
 		}
 	}
+	// In SpiceDB's order, by name, whatever the order of the stored text (a schema
+	// written through the Permify API or by an earlier version keeps its own).
+	slices.SortFunc(resp.Definitions, func(a, b *v1.ReflectionDefinition) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(resp.Caveats, func(a, b *v1.ReflectionCaveat) int { return strings.Compare(a.Name, b.Name) })
 	return resp, nil
 }
 
@@ -128,7 +132,9 @@ func reflectTypeRef(a ir.AllowedSubject) *v1.ReflectionTypeReference {
 	case a.Relation != "":
 		t.Typeref = &v1.ReflectionTypeReference_OptionalRelationName{OptionalRelationName: a.Relation}
 	default:
-		t.Typeref = &v1.ReflectionTypeReference_IsTerminalSubject{IsTerminalSubject: true}
+		// SpiceDB (through 1.56 at least) sets this field but always to false, whatever
+		// the subject type; clients that read it see what SpiceDB sends.
+		t.Typeref = &v1.ReflectionTypeReference_IsTerminalSubject{IsTerminalSubject: false}
 	}
 	return t
 }
@@ -138,10 +144,11 @@ func reflectPermission(r *ir.Relation) *v1.ReflectionPermission {
 }
 
 func reflectCaveat(c *ir.Caveat) *v1.ReflectionCaveat {
-	out := &v1.ReflectionCaveat{Name: c.Name, Comment: c.Doc, Expression: c.Expression}
+	out := &v1.ReflectionCaveat{Name: c.Name, Comment: c.Doc, Expression: schema.CaveatExpression(c)}
 	for _, p := range c.Params {
 		out.Parameters = append(out.Parameters, &v1.ReflectionCaveatParameter{Name: p.Name, Type: p.Type.String(), ParentCaveatName: c.Name})
 	}
+	slices.SortFunc(out.Parameters, func(a, b *v1.ReflectionCaveatParameter) int { return strings.Compare(a.Name, b.Name) }) // as SpiceDB
 	return out
 }
 
@@ -394,7 +401,7 @@ func diffCaveat(oc, c *ir.Caveat) []*v1.ReflectionSchemaDiff {
 	if oc.Doc != c.Doc {
 		out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_CaveatDocCommentChanged{CaveatDocCommentChanged: rc}})
 	}
-	if strings.TrimSpace(oc.Expression) != strings.TrimSpace(c.Expression) {
+	if schema.CaveatExpression(oc) != schema.CaveatExpression(c) {
 		out = append(out, &v1.ReflectionSchemaDiff{Diff: &v1.ReflectionSchemaDiff_CaveatExprChanged{CaveatExprChanged: rc}})
 	}
 	param := func(c *ir.Caveat, name string) (string, bool) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
@@ -54,13 +55,21 @@ func TestReflectSchema(t *testing.T) {
 	if len(resp.Definitions) != 4 || len(resp.Caveats) != 1 || resp.ReadAt == nil {
 		t.Fatalf("reflection: %v", resp)
 	}
-	user, doc := resp.Definitions[0], resp.Definitions[3]
+	// Sorted by name, as SpiceDB sends them.
+	if got := []string{resp.Definitions[0].Name, resp.Definitions[1].Name, resp.Definitions[2].Name, resp.Definitions[3].Name}; !slices.Equal(got, []string{"document", "folder", "group", "user"}) {
+		t.Errorf("definitions in order %v, want them sorted by name", got)
+	}
+	doc, user := resp.Definitions[0], resp.Definitions[3]
 	if user.Name != "user" || user.Comment != "/** a person */" || doc.Name != "document" || len(doc.Relations) != 2 || len(doc.Permissions) != 2 {
 		t.Errorf("definitions: %v / %v", user, doc)
 	}
 	viewer := doc.Relations[1]
 	if len(viewer.SubjectTypes) != 4 || !viewer.SubjectTypes[1].GetIsPublicWildcard() || viewer.SubjectTypes[2].GetOptionalRelationName() != "member" ||
-		viewer.SubjectTypes[3].OptionalCaveatName != "on_weekday" || !viewer.SubjectTypes[0].GetIsTerminalSubject() {
+		viewer.SubjectTypes[3].OptionalCaveatName != "on_weekday" {
+		t.Errorf("viewer subject types: %v", viewer.SubjectTypes)
+	}
+	// SpiceDB sets is_terminal_subject on a plain subject type, always false.
+	if term, ok := viewer.SubjectTypes[0].Typeref.(*v1.ReflectionTypeReference_IsTerminalSubject); !ok || term.IsTerminalSubject {
 		t.Errorf("viewer subject types: %v", viewer.SubjectTypes)
 	}
 	if c := resp.Caveats[0]; c.Name != "on_weekday" || len(c.Parameters) != 1 || c.Parameters[0].Type != "string" {
@@ -126,5 +135,120 @@ definition document {
 	eresp, err := exp.ExperimentalDependentRelations(ctxT(t), &v1.ExperimentalDependentRelationsRequest{DefinitionName: "folder", PermissionName: "read"})
 	if err != nil || len(eresp.Relations) != 1 || eresp.Relations[0].RelationName != "owner" {
 		t.Errorf("ExperimentalDependentRelations: %v, %v", eresp, err)
+	}
+}
+
+// readSchemaCases are schemas and the text SpiceDB 1.56's ReadSchema returns for each
+// (taken from it): caveats then definitions, each sorted by name; caveat parameters
+// sorted by name; caveat expressions as CEL prints them, wrapped past column 80;
+// SpiceDB's parentheses and `.any(`; comments in its layout, a commented member set
+// off by a blank line; no final newline.
+var readSchemaCases = []struct{ name, schema, want string }{
+	{"order and parentheses", `use expiration
+
+/** zeta doc */
+definition zeta {
+  relation rrr: user with expiration
+}
+
+caveat b_cav(z string, a int, m list<string>) {
+  a > 1 && z == "x" && "q" in m
+}
+
+// a user
+definition user {}
+
+/** caveat a */
+caveat a_cav(x int) {
+  x == 1
+}
+
+definition org/team {
+  // members
+  relation member: user | org/team#member | zeta#rrr
+  relation banned: user:* with a_cav
+  permission okk = member - (banned & member) + zeta
+  relation zeta: zeta
+}`, "use expiration\n\n/** caveat a */\ncaveat a_cav(x int) {\n\tx == 1\n}\n\n" +
+		"caveat b_cav(a int, m list<string>, z string) {\n\ta > 1 && z == \"x\" && \"q\" in m\n}\n\n" +
+		"definition org/team {\n\t// members\n\trelation member: user | org/team#member | zeta#rrr\n\trelation banned: user:* with a_cav\n" +
+		"\tpermission okk = member - ((banned & member) + zeta)\n\trelation zeta: zeta\n}\n\n" +
+		"// a user\ndefinition user {}\n\n/** zeta doc */\ndefinition zeta {\n\trelation rrr: user with expiration\n}"},
+	{"comments and caveat expressions", `/** first
+  second
+     third */
+definition bbb {
+  /** rel doc */
+  relation rrr: aaa
+  relation sss: aaa
+  // line one
+  //line two   
+  relation ttt: aaa
+  /* block
+     two */
+  permission ppp = rrr + sss.any(ppp)
+  permission qqq = sss
+}
+
+/*
+ * star style
+ */
+definition aaa {
+  relation sss: bbb
+}
+
+caveat hours(now timestamp, open list<int>, cfg map<list<string>>) {
+  now.getHours() in open &&
+    cfg["x"] == ["}"] && {"a": 1}["a"] == 1 && open.all(h, h >= 0 && h < 24) && (open.size() > 2 ? true : false)
+}`, "caveat hours(cfg map<list<string>>, now timestamp, open list<int>) {\n" +
+		"\tnow.getHours() in open && cfg[\"x\"] == [\"}\"] && {\"a\": 1}[\"a\"] == 1 && open.all(h, h >= 0 &&\n" +
+		"\th < 24) && ((open.size() > 2) ? true : false)\n}\n\n" +
+		"/* star style */\ndefinition aaa {\n\trelation sss: bbb\n}\n\n" +
+		"/**\n * first\n * second\n * third\n */\ndefinition bbb {\n\t/** rel doc */\n\trelation rrr: aaa\n\trelation sss: aaa\n\n" +
+		"\t// line one\n\t// line two\n\trelation ttt: aaa\n\n\t/*\n\t * block\n\t * two\n\t */\n" +
+		"\tpermission ppp = rrr + sss.any(ppp)\n\tpermission qqq = sss\n}"},
+}
+
+func TestReadSchemaAsSpiceDB(t *testing.T) {
+	for _, tc := range readSchemaCases {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := start(t, nil)
+			ts.writeSchema(t, tc.schema)
+			resp, err := ts.schema.ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetSchemaText(); got != tc.want {
+				t.Errorf("ReadSchema:\n%q\nwant (SpiceDB's):\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// ReflectSchema, like SpiceDB's, sorts caveats and their parameters by name and
+// gives comments as written, each line trimmed.
+func TestReflectSchemaAsSpiceDB(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, readSchemaCases[0].schema)
+	refl, err := ts.schema.ReflectSchema(ctxT(t), &v1.ReflectSchemaRequest{Consistency: fullyConsistent()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []string
+	for _, p := range refl.Caveats[1].Parameters {
+		params = append(params, p.Name)
+	}
+	if refl.Caveats[0].Name != "a_cav" || !slices.Equal(params, []string{"a", "m", "z"}) {
+		t.Errorf("reflected caveats %v, want a_cav first and b_cav's parameters sorted by name", refl.Caveats)
+	}
+	ts.writeSchema(t, readSchemaCases[1].schema)
+	if refl, err = ts.schema.ReflectSchema(ctxT(t), &v1.ReflectSchemaRequest{Consistency: fullyConsistent()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := refl.Definitions[1].Comment; got != "/** first\nsecond\nthird */" {
+		t.Errorf("reflected comment %q, want the comment as written, each line trimmed", got)
+	}
+	if got := refl.Caveats[0].Expression; !strings.HasPrefix(got, "now.getHours() in open && cfg[") || !strings.Contains(got, "&&\nh < 24)") {
+		t.Errorf("reflected caveat expression %q, want CEL's printing, unindented", got)
 	}
 }

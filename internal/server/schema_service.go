@@ -18,19 +18,21 @@ type schemaService struct {
 	s *Server
 }
 
+// ReadSchema prints the schema in force as SpiceDB does (schema.Format), whatever the
+// layout it was written in.
 func (ss *schemaService) ReadSchema(ctx context.Context, _ *v1.ReadSchemaRequest) (*v1.ReadSchemaResponse, error) {
 	r, err := ss.s.readerFor(ctx, headConsistency)
 	if err != nil {
 		return nil, ss.s.status(err)
 	}
-	text, err := r.Schema(ctx)
+	sch, err := ss.s.schemas.atRevision(ctx, r)
 	if err != nil {
 		return nil, ss.s.status(err)
 	}
-	if text == "" {
+	if len(sch.Definitions) == 0 && len(sch.Caveats) == 0 {
 		return nil, ss.s.status(&noSchemaError{})
 	}
-	return &v1.ReadSchemaResponse{SchemaText: text, ReadAt: tokenFor(r.Revision())}, nil
+	return &v1.ReadSchemaResponse{SchemaText: schema.Format(sch), ReadAt: tokenFor(r.Revision())}, nil
 }
 
 // WriteSchema compiles the schema, then replaces the stored one inside a transaction
@@ -54,22 +56,14 @@ func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaReq
 	return &v1.WriteSchemaResponse{WrittenAt: tokenFor(rev)}, nil
 }
 
-// compileForWrite compiles src and returns the text to store: the canonical form
-// (what ReadSchema returns, as in SpiceDB) when it compiles back, else src itself.
+// compileForWrite compiles src and returns the text to store: src as written (blank:
+// no schema), so that reflection returns its comments as written, as SpiceDB's does.
 func (s *Server) compileForWrite(src string) (*ir.Schema, string, error) {
 	if strings.TrimSpace(src) == "" {
 		return s.schemas.empty, "", nil
 	}
-	compiled, err := schema.Compile(src)
+	compiled, err := s.schemas.get(src)
 	if err != nil {
-		return nil, "", err
-	}
-	canonical := schema.Format(compiled)
-	if recompiled, err := s.schemas.get(canonical); err == nil {
-		return recompiled, canonical, nil
-	}
-	s.cfg.Logger.Warn("formatted schema does not compile; storing the schema as written")
-	if _, err := s.schemas.get(src); err != nil {
 		return nil, "", err
 	}
 	return compiled, src, nil

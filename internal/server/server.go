@@ -222,8 +222,8 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		// iterator calls every time (a fifth of the CPU of a check load, in copystack).
 		// Calls past that get a goroutine of their own, to be shed by admission.
 		grpc.NumStreamWorkers(uint32(s.cfg.MaxInflightCheap+s.cfg.MaxInflightExpensive+s.cfg.MaxQueuedCheap+s.cfg.MaxQueuedExpensive)),
-		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), s.metrics.unary, s.auth.unary, adm.unary, validateUnary),
-		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), s.metrics.stream, s.auth.stream, adm.stream, validateStream),
+		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), respMetaUnary, s.metrics.unary, s.auth.unary, adm.unary, validateUnary),
+		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), respMetaStream, s.metrics.stream, s.auth.stream, adm.stream, validateStream),
 	)...)
 	perms := &permissionsService{s: s}
 	g.RegisterService(invalidOnDecodeError(&v1.PermissionsService_ServiceDesc), perms)

@@ -86,9 +86,9 @@ func pumpWatch(ctx context.Context, changes func(func(store.Change, error) bool)
 
 // watchPlan is what a WatchRequest selects.
 type watchPlan struct {
-	relationships, schema, checkpoints bool
-	objectTypes                        []string
-	filters                            []store.Filter
+	schema, checkpoints bool
+	objectTypes         []string
+	filters             []store.Filter
 }
 
 func newWatchPlan(req *v1.WatchRequest) (*watchPlan, error) {
@@ -104,14 +104,10 @@ func newWatchPlan(req *v1.WatchRequest) (*watchPlan, error) {
 		sf.IncludeExpired = true // a change is reported whatever the relationship's expiration
 		p.filters = append(p.filters, sf)
 	}
-	kinds := req.GetOptionalUpdateKinds()
-	if len(kinds) == 0 {
-		kinds = []v1.WatchKind{v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES}
-	}
-	for _, k := range kinds {
+	// Relationship updates are always sent, as SpiceDB does: the update kinds only add
+	// schema updates and checkpoints to them.
+	for _, k := range req.GetOptionalUpdateKinds() {
 		switch k {
-		case v1.WatchKind_WATCH_KIND_UNSPECIFIED, v1.WatchKind_WATCH_KIND_INCLUDE_RELATIONSHIP_UPDATES:
-			p.relationships = true
 		case v1.WatchKind_WATCH_KIND_INCLUDE_SCHEMA_UPDATES:
 			p.schema = true
 		case v1.WatchKind_WATCH_KIND_INCLUDE_CHECKPOINTS:
@@ -137,21 +133,19 @@ func (p *watchPlan) response(c store.Change) (*v1.WatchResponse, error) {
 		return &v1.WatchResponse{ChangesThrough: tokenFor(c.Revision), IsCheckpoint: true}, nil
 	}
 	resp := &v1.WatchResponse{ChangesThrough: tokenFor(c.Revision), SchemaUpdated: p.schema && c.SchemaChanged}
-	if p.relationships {
-		for _, u := range c.Updates {
-			if !p.selects(u) {
-				continue
-			}
-			r, err := relationshipToV1(u.Relationship)
-			if err != nil {
-				return nil, err
-			}
-			op := v1.RelationshipUpdate_OPERATION_TOUCH
-			if u.Op == store.ChangeDelete {
-				op = v1.RelationshipUpdate_OPERATION_DELETE
-			}
-			resp.Updates = append(resp.Updates, &v1.RelationshipUpdate{Operation: op, Relationship: r})
+	for _, u := range c.Updates {
+		if !p.selects(u) {
+			continue
 		}
+		r, err := relationshipToV1(u.Relationship)
+		if err != nil {
+			return nil, err
+		}
+		op := v1.RelationshipUpdate_OPERATION_TOUCH
+		if u.Op == store.ChangeDelete {
+			op = v1.RelationshipUpdate_OPERATION_DELETE
+		}
+		resp.Updates = append(resp.Updates, &v1.RelationshipUpdate{Operation: op, Relationship: r})
 	}
 	if len(resp.Updates) == 0 && !resp.SchemaUpdated {
 		return nil, nil

@@ -25,7 +25,7 @@ func (c *checker) expr(d *ast.Definition, out *ir.Definition, perm *ast.Relation
 		if e.Func == ast.ArrowAll {
 			k = ir.ArrowAll
 		}
-		return &ir.Expr{Kind: ir.Arrow, Pos: ir.Pos(e.Tupleset.Pos), Tupleset: e.Tupleset.Name, Target: e.Target.Name, ArrowKind: k}
+		return &ir.Expr{Kind: ir.Arrow, Pos: ir.Pos(e.Tupleset.Pos), Tupleset: e.Tupleset.Name, Target: e.Target.Name, ArrowKind: k, AnySpelled: e.Func == ast.ArrowAny}
 	case *ast.Binary:
 		return c.binary(d, out, perm, e)
 	}

@@ -255,6 +255,9 @@ type Expr struct {
 	TuplesetRel *Relation // Arrow: the relation Tupleset resolves to
 	Target      string    // Arrow: the relation or permission evaluated on each subject
 	ArrowKind   ArrowKind // Arrow
+	// AnySpelled: the arrow was written `rel.any(perm)`, which SpiceDB prints back in
+	// that form rather than as `rel->perm`.
+	AnySpelled bool
 
 	// targets resolves Target on every definition, indexed by Definition.ID; arrows
 	// with the same Target share it.
