@@ -11,6 +11,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/engine/enginetest"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/store"
@@ -26,13 +27,13 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 	eng := engine.New(engine.Config{MaxDepth: 12})
 	compared := 0
 	for seed := range uint64(schemas) {
-		g := &gen{rnd: rand.New(rand.NewPCG(seed, 11))}
-		src := g.randomSchema()
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.AllTraits)
+		src := g.Schema()
 		s, err := schema.Compile(src)
 		if err != nil {
 			continue
 		}
-		rels := g.relationships(10+g.rnd.IntN(30), time.Now())
+		rels := g.Relationships(10+g.Rnd.IntN(30), time.Now())
 		st := memory.New(memory.Options{})
 		updates := make([]store.Update, len(rels))
 		for i, x := range rels {
@@ -48,11 +49,11 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
 		fail := func(format string, args ...any) {
 			t.Helper()
-			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, dump(rels))
+			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, enginetest.Dump(rels))
 		}
-		for _, d := range g.defs[1:] {
-			for _, perm := range append(slices.Clone(g.rels[d]), g.perms[d]...) {
-				reqCtx := g.context()
+		for _, d := range g.Defs[1:] {
+			for _, perm := range append(slices.Clone(g.Rels[d]), g.Perms[d]...) {
+				reqCtx := g.Context()
 				// LookupResources for each user subject against a check of every object.
 				for u := range 4 {
 					subj := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("u%d", u)}}
