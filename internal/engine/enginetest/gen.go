@@ -13,12 +13,17 @@ import (
 	"github.com/latch-authz/latch/internal/rel"
 )
 
-// Options choose which relationship traits random schemas use. Comparisons with SpiceDB
-// leave both out: SpiceDB 1.56 answers some caveated and expiring cases wrongly (issue
-// 16), so those are held against the reference evaluator instead.
+// Options choose what random schemas use. Comparisons with SpiceDB leave out caveats
+// and expiration (SpiceDB 1.56 answers some of those cases wrongly, issue 16; they are
+// held against the reference evaluator instead) and ask for acyclic permissions.
 type Options struct {
 	Caveats    bool // relations allow `user with over` and `user with flagged`
 	Expiration bool // relations allow `user with expiration`
+	// Acyclic keeps a definition's permissions from naming each other in a cycle
+	// (`perm0 = perm1`, `perm1 = perm0 + rel0`) and relationships from forming one.
+	// Cycles are legal, but SpiceDB follows them to its depth limit, at a cost
+	// exponential in that limit, and ends in an error rather than an answer to compare.
+	Acyclic bool
 }
 
 // AllTraits uses every trait the generator knows.
@@ -137,20 +142,30 @@ func (g *Gen) subjectType(self string) string {
 func (g *Gen) permission(d, p string) string {
 	if g.Rnd.IntN(6) == 0 {
 		// an alias of another permission or a relation (`permission admin = read`)
-		return g.Pick(slices.DeleteFunc(g.Names(d), func(n string) bool { return n == p }))
+		names := append(slices.Clone(g.Rels[d]), g.namable(d, p)...)
+		return g.Pick(slices.DeleteFunc(names, func(n string) bool { return n == p }))
 	}
-	return g.expr(d, 2)
+	return g.expr(d, p, 2)
 }
 
-func (g *Gen) expr(d string, depth int) string {
+// namable lists the permissions of d that p's expression may name: all of them, or
+// with Acyclic, only those written before p.
+func (g *Gen) namable(d, p string) []string {
+	if g.Opts.Acyclic {
+		return g.Perms[d][:slices.Index(g.Perms[d], p)]
+	}
+	return g.Perms[d]
+}
+
+func (g *Gen) expr(d, p string, depth int) string {
 	if depth == 0 || g.Rnd.IntN(3) == 0 {
-		return g.leaf(d)
+		return g.leaf(d, p)
 	}
 	ops := []string{" + ", " & ", " - "}
-	return "(" + g.expr(d, depth-1) + g.Pick(ops) + g.expr(d, depth-1) + ")"
+	return "(" + g.expr(d, p, depth-1) + g.Pick(ops) + g.expr(d, p, depth-1) + ")"
 }
 
-func (g *Gen) leaf(d string) string {
+func (g *Gen) leaf(d, p string) string {
 	if ts := g.Plain[d]; len(ts) > 0 && g.Rnd.IntN(3) == 0 {
 		t := g.Pick(ts)
 		if names := g.Names(g.Allowed[d+"#"+t][0]); len(names) > 0 {
@@ -164,8 +179,8 @@ func (g *Gen) leaf(d string) string {
 			return t + "->" + name
 		}
 	}
-	if g.Rnd.IntN(4) == 0 && len(g.Perms[d]) > 1 {
-		return g.Pick(g.Perms[d]) // may recurse: legal, bounded by the depth limit
+	if perms := g.namable(d, p); g.Rnd.IntN(4) == 0 && len(perms) > 0 {
+		return g.Pick(perms) // may recurse: legal, bounded by the depth limit
 	}
 	if g.Rnd.IntN(12) == 0 {
 		return "nil"
@@ -192,10 +207,13 @@ func (g *Gen) SubjectSet() rel.SubjectRef {
 }
 
 // Relationships returns up to n distinct relationships the schema allows; expiring
-// ones expire an hour before or after now.
+// ones expire an hour before or after now. With Acyclic, no object reaches itself
+// through them: SpiceDB answers a cycle only with its depth error, and searching to
+// that depth can cost it seconds and gigabytes.
 func (g *Gen) Relationships(n int, now time.Time) []rel.Relationship {
 	seen := map[rel.Key]bool{}
 	var out []rel.Relationship
+	rank := g.ranks()
 	for range n {
 		d := g.Pick(g.Defs[1:])
 		r := g.Pick(g.Rels[d])
@@ -211,12 +229,34 @@ func (g *Gen) Relationships(n int, now time.Time) []rel.Relationship {
 			x.Subject = rel.SubjectRef{Object: g.Object(base)}
 		}
 		g.trait(&x, trait, now)
+		if r, ok := rank[x.Subject.Object]; ok && r >= rank[x.Resource] {
+			continue
+		}
 		if !seen[x.Key()] {
 			seen[x.Key()] = true
 			out = append(out, x)
 		}
 	}
 	return out
+}
+
+// ranks orders the objects of every definition but user at random, for Acyclic: a
+// relationship's subject must rank below its resource. Without Acyclic it is empty.
+func (g *Gen) ranks() map[rel.ObjectRef]int {
+	rank := map[rel.ObjectRef]int{}
+	if !g.Opts.Acyclic {
+		return rank
+	}
+	var objs []rel.ObjectRef
+	for _, d := range g.Defs[1:] {
+		for _, id := range IDs(d) {
+			objs = append(objs, rel.ObjectRef{Type: d, ID: id})
+		}
+	}
+	for i, r := range g.Rnd.Perm(len(objs)) {
+		rank[objs[i]] = r
+	}
+	return rank
 }
 
 func (g *Gen) trait(x *rel.Relationship, trait string, now time.Time) {
