@@ -104,7 +104,7 @@ type differ struct {
 func (d *differ) runCase(seed uint64) bool {
 	g := enginetest.New(rand.New(rand.NewPCG(seed, 13)), enginetest.Options{Acyclic: true})
 	src := g.Schema()
-	rels := g.Relationships(10+g.Rnd.IntN(30), time.Now())
+	rels := g.Relationships(30+g.Rnd.IntN(40), time.Now())
 	d.clear()
 	d.defs = nil
 	var errs [2]error
@@ -264,13 +264,12 @@ func queries(g *enginetest.Gen) []query {
 	return qs
 }
 
-// gridSubjects are three users (one in no relationship's reach but the wildcard's) and
-// subject sets on relations and permissions of every definition.
+// gridSubjects are the users the data names, one it does not (reached by wildcards
+// alone), and four subject sets on relations and permissions of any definition.
 func gridSubjects(g *enginetest.Gen) []rel.SubjectRef {
-	subjects := []rel.SubjectRef{
-		{Object: rel.ObjectRef{Type: "user", ID: "u0"}},
-		{Object: rel.ObjectRef{Type: "user", ID: "u1"}},
-		{Object: rel.ObjectRef{Type: "user", ID: "unseen"}},
+	var subjects []rel.SubjectRef
+	for _, id := range append(enginetest.IDs("user"), "unseen") {
+		subjects = append(subjects, rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: id}})
 	}
 	for range 4 {
 		subjects = append(subjects, g.SubjectSet())
