@@ -12,6 +12,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/engine/enginetest"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -28,13 +29,13 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 	eng := engine.New(engine.Config{MaxDepth: 12})
 	compared := 0
 	for seed := range uint64(schemas) {
-		g := &gen{rnd: rand.New(rand.NewPCG(seed, 11))}
-		src := g.randomSchema()
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.AllTraits)
+		src := g.Schema()
 		s, err := schema.Compile(src)
 		if err != nil {
 			continue
 		}
-		rels := g.relationships(10+g.rnd.IntN(30), time.Now())
+		rels := g.Relationships(10+g.Rnd.IntN(30), time.Now())
 		st := memory.New(memory.Options{})
 		updates := make([]store.Update, len(rels))
 		for i, x := range rels {
@@ -50,11 +51,11 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
 		fail := func(format string, args ...any) {
 			t.Helper()
-			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, dump(rels))
+			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, enginetest.Dump(rels))
 		}
-		for _, d := range g.defs[1:] {
-			for _, perm := range append(slices.Clone(g.rels[d]), g.perms[d]...) {
-				reqCtx := g.context()
+		for _, d := range g.Defs[1:] {
+			for _, perm := range g.Names(d) {
+				reqCtx := g.Context()
 				// LookupResources for each user subject, and for subject sets on relations
 				// and permissions (the resource's own among them), against a check of
 				// every object.
@@ -97,7 +98,7 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 				// check of every possible subject.
 				for i := range 4 {
 					res := rel.ObjectRef{Type: d, ID: fmt.Sprintf("%s%d", d[:1], i)}
-					st := g.subjectTypes()[g.rnd.IntN(len(g.subjectTypes()))]
+					st := subjectTypes(g)[g.Rnd.IntN(len(subjectTypes(g)))]
 					concrete := map[string]engine.Result{}
 					var wild *engine.FoundSubject
 					err := eng.LookupSubjects(ctx, s, reader, engine.LookupSubjectsRequest{Resource: res, Permission: perm, SubjectType: st.Object.Type, SubjectRelation: st.Relation, Context: reqCtx},
@@ -138,28 +139,22 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 	t.Logf("%d lookup answers compared with checks", compared)
 }
 
-// lookupSubjects lists the subjects LookupResources is asked about: every user, and a
-// subject set on each relation and permission of two random objects.
-func lookupSubjects(g *gen) []rel.SubjectRef {
+// lookupSubjects lists the subjects LookupResources is asked about: every user, and
+// two random subject sets on relations and permissions.
+func lookupSubjects(g *enginetest.Gen) []rel.SubjectRef {
 	var out []rel.SubjectRef
-	for u := range 4 {
-		out = append(out, rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("u%d", u)}})
+	for _, id := range enginetest.IDs("user") {
+		out = append(out, rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: id}})
 	}
-	for range 2 {
-		st := g.subjectTypes()[g.rnd.IntN(len(g.subjectTypes()))]
-		if st.Relation != "" {
-			out = append(out, rel.SubjectRef{Object: g.object(st.Object.Type), Relation: st.Relation})
-		}
-	}
-	return out
+	return append(out, g.SubjectSet(), g.SubjectSet())
 }
 
 // subjectTypes lists the kinds of subject of the generated schema: users, and each
 // relation and permission of every other definition as a subject set.
-func (g *gen) subjectTypes() []rel.SubjectRef {
+func subjectTypes(g *enginetest.Gen) []rel.SubjectRef {
 	out := []rel.SubjectRef{{Object: rel.ObjectRef{Type: "user"}}}
-	for _, d := range g.defs[1:] {
-		for _, name := range append(slices.Clone(g.rels[d]), g.perms[d]...) {
+	for _, d := range g.Defs[1:] {
+		for _, name := range g.Names(d) {
 			out = append(out, rel.SubjectRef{Object: rel.ObjectRef{Type: d}, Relation: name})
 		}
 	}

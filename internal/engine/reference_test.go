@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/engine/enginetest"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -86,7 +86,7 @@ type reference struct {
 	byKey   map[string][]rel.Relationship // live relationships by resource and relation, filled lazily
 }
 
-// refCaveats mirrors the CEL caveats of randomSchema.
+// refCaveats mirrors the CEL caveats of enginetest.Gen.Schema.
 var refCaveats = map[string]func(ctx map[string]any) refOutcome{
 	"over": func(ctx map[string]any) refOutcome {
 		x, ok := ctx["x"]
@@ -217,181 +217,6 @@ func (r *reference) expr(def *ir.Definition, x *ir.Expr, id string, depth int) r
 	return refOutcome{}
 }
 
-// --- random schemas and data ---
-
-type gen struct {
-	rnd  *rand.Rand
-	defs []string
-	// rels[def] lists relation names; perms[def] permission names.
-	rels, perms map[string][]string
-	// plain[def] lists relations whose subjects are plain objects (usable as arrow tuplesets).
-	plain map[string][]string
-	// allowed[def#rel] lists the subject type strings a relation allows.
-	allowed map[string][]string
-}
-
-func (g *gen) pick(xs []string) string { return xs[g.rnd.IntN(len(xs))] }
-
-// randomSchema builds a schema over user and up to three more definitions. Relations
-// allow users (plain, wildcard, caveated, expiring) and other definitions (plain or
-// through a relation); permissions nest unions, intersections, exclusions and arrows.
-func (g *gen) randomSchema() string {
-	g.defs = []string{"user"}
-	g.rels, g.perms, g.plain, g.allowed = map[string][]string{}, map[string][]string{}, map[string][]string{}, map[string][]string{}
-	n := 2 + g.rnd.IntN(3)
-	for i := range n {
-		g.defs = append(g.defs, fmt.Sprintf("def%d", i))
-	}
-	var b strings.Builder
-	b.WriteString("use expiration\n\ndefinition user {}\n\n")
-	b.WriteString("caveat over(x int) { x > 5 }\n\ncaveat flagged(f bool) { f }\n\n")
-	for _, d := range g.defs[1:] {
-		nr := 1 + g.rnd.IntN(3)
-		for j := range nr {
-			name := fmt.Sprintf("rel%d", j)
-			g.rels[d] = append(g.rels[d], name)
-			var types []string
-			isPlain := g.rnd.IntN(3) == 0
-			if isPlain {
-				types = append(types, g.pick(g.defs))
-				g.plain[d] = append(g.plain[d], name)
-			} else {
-				for range 1 + g.rnd.IntN(3) {
-					types = append(types, g.subjectType(d))
-				}
-			}
-			slices.Sort(types)
-			types = slices.Compact(types)
-			g.allowed[d+"#"+name] = types
-		}
-		np := 1 + g.rnd.IntN(3)
-		for j := range np {
-			g.perms[d] = append(g.perms[d], fmt.Sprintf("perm%d", j))
-		}
-	}
-	for _, d := range g.defs[1:] {
-		fmt.Fprintf(&b, "definition %s {\n", d)
-		for _, r := range g.rels[d] {
-			fmt.Fprintf(&b, "\trelation %s: %s\n", r, strings.Join(g.allowed[d+"#"+r], " | "))
-		}
-		for _, p := range g.perms[d] {
-			fmt.Fprintf(&b, "\tpermission %s = %s\n", p, g.expr(d, 2))
-		}
-		b.WriteString("}\n\n")
-	}
-	return b.String()
-}
-
-func (g *gen) subjectType(self string) string {
-	switch g.rnd.IntN(8) {
-	case 0:
-		return "user:*"
-	case 1:
-		return "user with over"
-	case 2:
-		return "user with flagged"
-	case 3:
-		return "user with expiration"
-	case 4:
-		// a subject set: another (or the same) definition's first relation
-		d := g.pick(g.defs[1:])
-		return d + "#rel0"
-	default:
-		return "user"
-	}
-}
-
-func (g *gen) expr(d string, depth int) string {
-	if depth == 0 || g.rnd.IntN(3) == 0 {
-		return g.leaf(d)
-	}
-	ops := []string{" + ", " & ", " - "}
-	return "(" + g.expr(d, depth-1) + g.pick(ops) + g.expr(d, depth-1) + ")"
-}
-
-func (g *gen) leaf(d string) string {
-	if ts := g.plain[d]; len(ts) > 0 && g.rnd.IntN(3) == 0 {
-		t := g.pick(ts)
-		target := g.allowed[d+"#"+t][0]
-		var names []string
-		names = append(names, g.rels[target]...)
-		names = append(names, g.perms[target]...)
-		if len(names) > 0 {
-			name := g.pick(names)
-			switch g.rnd.IntN(3) {
-			case 0:
-				return t + ".all(" + name + ")"
-			case 1:
-				return t + ".any(" + name + ")"
-			}
-			return t + "->" + name
-		}
-	}
-	if g.rnd.IntN(4) == 0 && len(g.perms[d]) > 1 {
-		return g.pick(g.perms[d]) // may recurse: legal, bounded by the depth limit
-	}
-	if g.rnd.IntN(12) == 0 {
-		return "nil"
-	}
-	return g.pick(g.rels[d])
-}
-
-func (g *gen) object(def string) rel.ObjectRef {
-	return rel.ObjectRef{Type: def, ID: fmt.Sprintf("%s%d", def[:1], g.rnd.IntN(4))}
-}
-
-func (g *gen) relationships(n int, now time.Time) []rel.Relationship {
-	seen := map[rel.Key]bool{}
-	var out []rel.Relationship
-	for range n {
-		d := g.pick(g.defs[1:])
-		r := g.pick(g.rels[d])
-		t := g.pick(g.allowed[d+"#"+r])
-		x := rel.Relationship{Resource: g.object(d), Relation: r}
-		base, trait, _ := strings.Cut(t, " with ")
-		switch {
-		case strings.HasSuffix(base, ":*"):
-			x.Subject = rel.SubjectRef{Object: rel.ObjectRef{Type: strings.TrimSuffix(base, ":*"), ID: rel.Wildcard}}
-		case strings.Contains(base, "#"):
-			typ, sr, _ := strings.Cut(base, "#")
-			x.Subject = rel.SubjectRef{Object: g.object(typ), Relation: sr}
-		default:
-			x.Subject = rel.SubjectRef{Object: g.object(base)}
-		}
-		switch trait {
-		case "over":
-			x.Caveat = &rel.Caveat{Name: "over"}
-			if g.rnd.IntN(2) == 0 {
-				x.Caveat.Context = map[string]any{"x": float64(g.rnd.IntN(10))}
-			}
-		case "flagged":
-			x.Caveat = &rel.Caveat{Name: "flagged"}
-		case "expiration":
-			exp := now.Add(time.Hour)
-			if g.rnd.IntN(2) == 0 {
-				exp = now.Add(-time.Hour)
-			}
-			x.Expiration = &exp
-		}
-		if !seen[x.Key()] {
-			seen[x.Key()] = true
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func (g *gen) context() map[string]any {
-	ctx := map[string]any{}
-	if g.rnd.IntN(2) == 0 {
-		ctx["x"] = float64(g.rnd.IntN(10))
-	}
-	if g.rnd.IntN(2) == 0 {
-		ctx["f"] = g.rnd.IntN(2) == 0
-	}
-	return ctx
-}
-
 // TestEngineAgreesWithReference compares the engine with the reference evaluator, with
 // and without the subproblem cache (one per store, as the cache requires; each check is
 // asked twice of it, the second time answered from it).
@@ -401,15 +226,15 @@ func TestEngineAgreesWithReference(t *testing.T) {
 	eng := engine.New(engine.Config{MaxDepth: 12})
 	compared, definite := 0, 0
 	for seed := range uint64(schemas) {
-		g := &gen{rnd: rand.New(rand.NewPCG(seed, 7))}
-		src := g.randomSchema()
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 7)), enginetest.AllTraits)
+		src := g.Schema()
 		s, err := schema.Compile(src)
 		if err != nil {
 			// Random arrows can name targets the checker rightly refuses; skip those.
 			continue
 		}
 		now := time.Now()
-		rels := g.relationships(10+g.rnd.IntN(30), now)
+		rels := g.Relationships(10+g.Rnd.IntN(30), now)
 		st := memory.New(memory.Options{})
 		updates := make([]store.Update, len(rels))
 		for i, x := range rels {
@@ -425,16 +250,15 @@ func TestEngineAgreesWithReference(t *testing.T) {
 		}
 		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
 		for range checksPerSchema {
-			d := g.pick(g.defs[1:])
-			names := append(slices.Clone(g.rels[d]), g.perms[d]...)
-			perm := g.pick(names)
-			res := g.object(d)
-			subj := rel.SubjectRef{Object: g.object("user")}
-			if g.rnd.IntN(5) == 0 {
-				sd := g.pick(g.defs[1:])
-				subj = rel.SubjectRef{Object: g.object(sd), Relation: g.pick(g.rels[sd])}
+			d := g.Pick(g.Defs[1:])
+			names := append(slices.Clone(g.Rels[d]), g.Perms[d]...)
+			perm := g.Pick(names)
+			res := g.Object(d)
+			subj := rel.SubjectRef{Object: g.Object("user")}
+			if g.Rnd.IntN(5) == 0 {
+				subj = g.SubjectSet()
 			}
-			reqCtx := g.context()
+			reqCtx := g.Context()
 			ref := &reference{s: s, rels: rels, subject: subj, ctx: reqCtx, now: now}
 			want := ref.check(res.Type, perm, res.ID, 12)
 			req := engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx}
@@ -452,7 +276,7 @@ func TestEngineAgreesWithReference(t *testing.T) {
 				}
 				if int(got.Membership) != int(want.st) || !slices.Equal(got.Missing, want.missing) {
 					t.Fatalf("seed %d engine %d: %s:%s#%s@%v ctx %v: engine %v %v, reference %v %v\nschema:\n%s\nrels:\n%s",
-						seed, i, res.Type, res.ID, perm, subj, reqCtx, got.Membership, got.Missing, want.st, want.missing, src, dump(rels))
+						seed, i, res.Type, res.ID, perm, subj, reqCtx, got.Membership, got.Missing, want.st, want.missing, src, enginetest.Dump(rels))
 				}
 			}
 		}
@@ -462,13 +286,4 @@ func TestEngineAgreesWithReference(t *testing.T) {
 		t.Fatalf("only %d of %d comparisons were definite; the generator needs fixing", definite, compared)
 	}
 	t.Logf("%d checks compared, %d definite", compared, definite)
-}
-
-func dump(rels []rel.Relationship) string {
-	var b strings.Builder
-	for _, r := range rels {
-		b.WriteString(rel.String(r))
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

@@ -93,6 +93,11 @@ func TestLayerImports(t *testing.T) {
 	checked := 0
 	for _, p := range packages(t) {
 		rel := strings.TrimPrefix(p.ImportPath, module)
+		for _, d := range p.Imports {
+			if isTestSupport(d) && !isTestSupport(p.ImportPath) {
+				t.Errorf("%s imports %s: test-support packages are for tests only", p.ImportPath, d)
+			}
+		}
 		for layer, bans := range forbidden {
 			if !within(rel, layer) {
 				continue
@@ -114,6 +119,16 @@ func TestLayerImports(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no package was checked: the module path or layout changed")
 	}
+}
+
+// testSupport lists the packages that exist for tests: a store conformance suite, a
+// throwaway PostgreSQL, random schemas and data.
+var testSupport = []string{"internal/store/storetest", "internal/store/postgres/pgtest", "internal/engine/enginetest"}
+
+// isTestSupport reports whether path is a test-support package. go list's Imports leaves
+// out _test.go files, so an import of one that it lists is from code that would ship.
+func isTestSupport(path string) bool {
+	return slices.Contains(testSupport, strings.TrimPrefix(path, module))
 }
 
 // allowedSelf lets a layer import its own packages, which a ban on a prefix of the

@@ -1,0 +1,466 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/latch-authz/latch/internal/engine/enginetest"
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
+)
+
+var (
+	diffCases = flag.Int("spicedb-diff-cases", 25, "random schemas TestSpiceDBDifferential compares")
+	diffTime  = flag.Duration("spicedb-diff-time", 30*time.Second, "time after which TestSpiceDBDifferential starts no new schema")
+	diffSeed  = flag.Uint64("spicedb-diff-seed", 0, "first seed of TestSpiceDBDifferential (to replay a reported case)")
+)
+
+// spicedbPath is the SpiceDB v1.56.0 server in the shared folder beside the repository.
+var spicedbPath = filepath.Join("..", "..", "..", "shared", "bin", "spicedb")
+
+// foundSeeds found a class of disagreement in longer runs, and open every run: 197 and
+// 227 LookupResources for a subject set reached through an arrow or a permission alias,
+// 381 LookupSubjects with a wildcard in a nested exclusion (issue 16, items 1 and 2).
+// They depend on the generator's random draws; when it changes, find new ones with a
+// long run (-spicedb-diff-cases=500 -spicedb-diff-time=10m).
+var foundSeeds = []uint64{197, 227, 381}
+
+// TestSpiceDBDifferential writes random schemas and relationships to SpiceDB and to
+// latch and compares, fully consistent, every check over a grid of resources and
+// subjects (users and subject sets on relations and permissions), LookupResources for
+// each resource type, permission and subject, and LookupSubjects for each resource,
+// permission and subject type, with and without a subject relation.
+//
+// Schemas use neither caveats nor expiration: SpiceDB 1.56 answers some of those cases
+// wrongly (a check counts an expired relationship on a subject set, LookupResources
+// leaves out resources its own check calls conditional, LookupSubjects drops a definite
+// subject next to a caveated wildcard), so caveats and expiration are held against the
+// engine's reference evaluator instead. Without them no answer of SpiceDB's here is
+// known to be wrong, and every difference fails the test.
+func TestSpiceDBDifferential(t *testing.T) {
+	spicedb := startSpiceDB(t)
+	ls := start(t, nil)
+	deadline := time.Now().Add(*diffTime)
+	// One deadline for every call: no single call should come near it, but a server
+	// that hangs ends the test instead of blocking it.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Minute))
+	defer cancel()
+	d := &differ{t: t, ctx: ctx, apis: [2]authzAPI{spicedb, {"latch", ls.schema, ls.perms}}}
+	seeds := slices.Clone(foundSeeds)
+	for i := range uint64(*diffCases) {
+		seeds = append(seeds, *diffSeed+i)
+	}
+	for _, seed := range seeds {
+		if time.Now().After(deadline) {
+			break
+		}
+		if !d.runCase(seed) && d.failed >= 3 {
+			t.Fatalf("stopping after %d disagreeing schemas", d.failed)
+		}
+	}
+	t.Logf("%d schemas compared (%d refused by both, %d accepted by only one), %d answers agreed, %d queries SpiceDB gave up on (depth limit or timeout)",
+		d.cases, d.bothRefused, d.oneRefused, d.agreed, d.spicedbGaveUp)
+	if d.cases == 0 {
+		t.Fatal("no schema was compared")
+	}
+}
+
+// authzAPI is one server under comparison, reached through the authzed-go clients.
+type authzAPI struct {
+	name   string
+	schema v1.SchemaServiceClient
+	perms  v1.PermissionsServiceClient
+}
+
+// differ runs the cases on both servers and keeps the tallies.
+type differ struct {
+	t    *testing.T
+	ctx  context.Context
+	apis [2]authzAPI // SpiceDB, latch
+	// defs are the definitions the last case wrote relationships for.
+	defs []string
+
+	cases, bothRefused, oneRefused, agreed, spicedbGaveUp, failed int
+}
+
+// runCase compares one random schema and its data; it reports false on a disagreement.
+func (d *differ) runCase(seed uint64) bool {
+	g := enginetest.New(rand.New(rand.NewPCG(seed, 13)), enginetest.Options{Acyclic: true})
+	src := g.Schema()
+	rels := g.Relationships(30+g.Rnd.IntN(40), time.Now())
+	d.clear()
+	d.defs = nil
+	var errs [2]error
+	for i, api := range d.apis {
+		_, errs[i] = api.schema.WriteSchema(d.ctx, &v1.WriteSchemaRequest{Schema: src})
+	}
+	switch {
+	case errs[0] != nil && errs[1] != nil:
+		d.bothRefused++
+		return true
+	case errs[0] != nil || errs[1] != nil:
+		// Counted and shown, not failed: which schemas are valid is the schema checker's
+		// tests' concern, and the one difference seen is SpiceDB's (1.56 skips its check
+		// of transitively included wildcards for a definition an earlier one refers to).
+		d.oneRefused++
+		d.t.Logf("seed %d: only one server accepts the schema\nschema:\n%s\nSpiceDB: %v\nlatch:   %v", seed, src, errs[0], errs[1])
+		return true
+	}
+	d.cases++
+	d.defs = g.Defs[1:]
+	d.load(rels)
+	for _, q := range queries(g) {
+		a, ok := d.compare(q)
+		if ok {
+			continue
+		}
+		rels = d.shrink(q, rels)
+		a, _ = d.compare(q)
+		d.failed++
+		d.t.Errorf("SpiceDB and latch disagree (seed %d)\nschema:\n%s\nrelationships:\n%s\ncall:    %s\nSpiceDB: %s\nlatch:   %s",
+			seed, src, enginetest.Dump(rels), q, a[0], a[1])
+		return false
+	}
+	return true
+}
+
+// clear deletes the last case's relationships from both servers, so that the next
+// schema may drop its relations.
+func (d *differ) clear() {
+	for _, api := range d.apis {
+		for _, def := range d.defs {
+			_, err := api.perms.DeleteRelationships(d.ctx, &v1.DeleteRelationshipsRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: def}})
+			if err != nil {
+				d.t.Fatalf("%s: DeleteRelationships %s: %v", api.name, def, err)
+			}
+		}
+	}
+}
+
+// load replaces the relationships on both servers.
+func (d *differ) load(rels []rel.Relationship) {
+	d.clear()
+	if len(rels) == 0 {
+		return
+	}
+	updates := make([]*v1.RelationshipUpdate, len(rels))
+	for i, r := range rels {
+		x, err := relationshipToV1(r)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		updates[i] = &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_TOUCH, Relationship: x}
+	}
+	for _, api := range d.apis {
+		if _, err := api.perms.WriteRelationships(d.ctx, &v1.WriteRelationshipsRequest{Updates: updates}); err != nil {
+			d.t.Fatalf("%s: WriteRelationships: %v\n%s", api.name, err, enginetest.Dump(rels))
+		}
+	}
+}
+
+// compare asks both servers q and reports their answers and whether they agree. A
+// query SpiceDB gives up on (its dispatch depth limit, or callTimeout on a loaded
+// machine) is counted apart, unless latch fails otherwise than at its own depth limit.
+func (d *differ) compare(q query) ([2]string, bool) {
+	var answers [2]string
+	var errs [2]error
+	for i, api := range d.apis {
+		ctx, cancel := context.WithTimeout(d.ctx, callTimeout)
+		answers[i], errs[i] = q.run(ctx, api)
+		cancel()
+		if errs[i] != nil {
+			answers[i] = "error: " + errs[i].Error()
+		}
+	}
+	var agree bool
+	switch {
+	case gaveUp(errs[0]) && (errs[1] == nil || isDepthError(errs[1])):
+		d.spicedbGaveUp++
+		return answers, true
+	case errs[0] != nil || errs[1] != nil:
+		agree = status.Code(errs[0]) == status.Code(errs[1])
+	default:
+		agree = answers[0] == answers[1]
+	}
+	if agree {
+		d.agreed++
+	}
+	return answers, agree
+}
+
+// callTimeout bounds one call; both servers answer the generated queries in milliseconds.
+const callTimeout = 5 * time.Second
+
+func gaveUp(err error) bool {
+	return status.Code(err) == codes.DeadlineExceeded || isDepthError(err)
+}
+
+// isDepthError reports a call stopped at the server's depth limit, by its ErrorInfo
+// reason: the status codes differ (SpiceDB FAILED_PRECONDITION, latch RESOURCE_EXHAUSTED).
+func isDepthError(err error) bool {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// shrink drops relationships one at a time while both servers still disagree on q,
+// and returns what is left, loaded on both.
+func (d *differ) shrink(q query, rels []rel.Relationship) []rel.Relationship {
+	for i := len(rels) - 1; i >= 0; i-- {
+		fewer := slices.Delete(slices.Clone(rels), i, i+1)
+		d.load(fewer)
+		if _, ok := d.compare(q); !ok {
+			rels = fewer
+		}
+	}
+	d.load(rels)
+	return rels
+}
+
+// query is one read both servers answer, rendered as comparable text.
+type query struct {
+	desc string
+	run  func(context.Context, authzAPI) (string, error)
+}
+
+func (q query) String() string { return q.desc }
+
+// queries lists the reads compared for one schema: checks over the grid of resources
+// and subjects, LookupResources for each resource type, permission and subject, and
+// LookupSubjects for each resource and permission, for users and for every subject
+// set the schema allows plus the resource's own relation or permission.
+func queries(g *enginetest.Gen) []query {
+	subjects := gridSubjects(g)
+	var qs []query
+	for _, def := range g.Defs[1:] {
+		for _, name := range g.Names(def) {
+			for _, id := range enginetest.IDs(def) {
+				res := rel.ObjectRef{Type: def, ID: id}
+				for _, s := range subjects {
+					qs = append(qs, checkQuery(res, name, s))
+				}
+			}
+			for _, s := range subjects {
+				qs = append(qs, lookupResourcesQuery(def, name, s))
+			}
+			for _, id := range enginetest.IDs(def) {
+				res := rel.ObjectRef{Type: def, ID: id}
+				for _, st := range subjectTypes(g, def+"#"+name) {
+					qs = append(qs, lookupSubjectsQuery(res, name, st))
+				}
+			}
+		}
+	}
+	return qs
+}
+
+// gridSubjects are the users the data names, one it does not (reached by wildcards
+// alone), and four subject sets on relations and permissions of any definition.
+func gridSubjects(g *enginetest.Gen) []rel.SubjectRef {
+	var subjects []rel.SubjectRef
+	for _, id := range append(enginetest.IDs("user"), "unseen") {
+		subjects = append(subjects, rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: id}})
+	}
+	for range 4 {
+		subjects = append(subjects, g.SubjectSet())
+	}
+	return subjects
+}
+
+// subjectTypes are user and the subject sets some relation allows, plus own (the
+// resource's own definition#name): a subject set holds itself.
+func subjectTypes(g *enginetest.Gen, own string) []string {
+	types := []string{"user", own}
+	for _, allowed := range g.Allowed {
+		for _, t := range allowed {
+			if strings.Contains(t, "#") {
+				types = append(types, t)
+			}
+		}
+	}
+	slices.Sort(types[1:])
+	return slices.Compact(types)
+}
+
+func checkQuery(res rel.ObjectRef, perm string, s rel.SubjectRef) query {
+	return query{
+		desc: fmt.Sprintf("CheckPermission %s#%s@%s", res, perm, s),
+		run: func(ctx context.Context, api authzAPI) (string, error) {
+			resp, err := api.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+				Consistency: fullyConsistent(), Resource: relv1.Object(res), Permission: perm, Subject: relv1.Subject(s),
+			})
+			return strings.TrimPrefix(resp.GetPermissionship().String(), "PERMISSIONSHIP_"), err
+		},
+	}
+}
+
+func lookupResourcesQuery(typ, perm string, s rel.SubjectRef) query {
+	return query{
+		desc: fmt.Sprintf("LookupResources %s#%s for %s", typ, perm, s),
+		run: func(ctx context.Context, api authzAPI) (string, error) {
+			resps, err := drain(api.perms.LookupResources(ctx, &v1.LookupResourcesRequest{
+				Consistency: fullyConsistent(), ResourceObjectType: typ, Permission: perm, Subject: relv1.Subject(s),
+			}))
+			var found []string
+			for _, resp := range resps {
+				found = append(found, resp.GetResourceObjectId()+conditional(resp.GetPermissionship()))
+			}
+			return setText(found), err
+		},
+	}
+}
+
+// lookupSubjectsQuery renders the concrete subjects and, apart, the wildcard with its
+// exclusions: `[u0 u1] * - [u2]`. SpiceDB may send the same wildcard twice (once per
+// path to it); a repeat says nothing more.
+func lookupSubjectsQuery(res rel.ObjectRef, perm, subjectType string) query {
+	typ, relation, _ := strings.Cut(subjectType, "#")
+	return query{
+		desc: fmt.Sprintf("LookupSubjects %s#%s subjects %s", res, perm, subjectType),
+		run: func(ctx context.Context, api authzAPI) (string, error) {
+			resps, err := drain(api.perms.LookupSubjects(ctx, &v1.LookupSubjectsRequest{
+				Consistency: fullyConsistent(), Resource: relv1.Object(res), Permission: perm,
+				SubjectObjectType: typ, OptionalSubjectRelation: relation,
+			}))
+			var concrete, wildcard []string
+			for _, resp := range resps {
+				s := resp.GetSubject()
+				if s.GetSubjectObjectId() != rel.Wildcard {
+					concrete = append(concrete, s.GetSubjectObjectId()+conditional(s.GetPermissionship()))
+					continue
+				}
+				var excluded []string
+				for _, x := range resp.GetExcludedSubjects() {
+					excluded = append(excluded, x.GetSubjectObjectId()+conditional(x.GetPermissionship()))
+				}
+				wildcard = append(wildcard, "*"+conditional(s.GetPermissionship())+" - "+setText(excluded))
+			}
+			return strings.TrimSpace(setText(concrete) + " " + strings.Trim(setText(wildcard), "[]")), err
+		},
+	}
+}
+
+// drain reads a server stream to its end.
+func drain[T any](stream interface{ Recv() (T, error) }, err error) ([]T, error) {
+	var out []T
+	for err == nil {
+		var m T
+		if m, err = stream.Recv(); err == nil {
+			out = append(out, m)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return out, err
+}
+
+func conditional(p v1.LookupPermissionship) string {
+	if p == v1.LookupPermissionship_LOOKUP_PERMISSIONSHIP_CONDITIONAL_PERMISSION {
+		return "?"
+	}
+	return ""
+}
+
+// setText renders ids sorted, without repeats (both servers may send an id twice).
+func setText(ids []string) string {
+	slices.Sort(ids)
+	return "[" + strings.Join(slices.Compact(ids), " ") + "]"
+}
+
+// startSpiceDB runs SpiceDB on a free loopback port with an in-memory datastore and its
+// dispatch cache off (with the cache, v1.56.0 answers some checks wrongly after earlier
+// calls at the same revision; see shared/bin/README.md), until the test ends.
+func startSpiceDB(t *testing.T) authzAPI {
+	t.Helper()
+	if _, err := os.Stat(spicedbPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("SpiceDB not found at %s: %v", spicedbPath, err)
+		}
+		t.Skipf("SpiceDB not found at %s (the shared folder beside the repository holds it): %v", spicedbPath, err)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(spicedbPath, "serve", "--grpc-preshared-key", testKey, "--datastore-engine", "memory",
+		"--grpc-addr", addr, "--http-enabled=false", "--metrics-enabled=false", "--dispatch-cluster-enabled=false",
+		"--dispatch-cache-enabled=false", "--telemetry-endpoint=", "--skip-release-check", "--log-level=error")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start SpiceDB: %v", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	conn := dial(t, addr, testKey)
+	t.Cleanup(func() {
+		_ = conn.Close()
+		stop()
+		if t.Failed() && logs.Len() > 0 {
+			t.Logf("SpiceDB's log:\n%s", tail(logs.String(), 4000))
+		}
+	})
+	api := authzAPI{"SpiceDB", v1.NewSchemaServiceClient(conn), v1.NewPermissionsServiceClient(conn)}
+	for ready := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := api.schema.ReadSchema(ctx, &v1.ReadSchemaRequest{})
+		cancel()
+		if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+			return api
+		}
+		if time.Now().After(ready) {
+			stop()
+			t.Fatalf("SpiceDB did not answer on %s within a minute: %v\n%s", addr, err, logs.String())
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago: SpiceDB cannot
+// report the port it bound, so it cannot be given port 0.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// tail returns about the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
