@@ -26,6 +26,10 @@ type evaluator struct {
 	reqCtx  map[string]any
 	shared  shared
 	tr      *tracer // nil unless the request asked for a trace
+	// stats counts the request's work (nil: not asked); looked up in the context once,
+	// at the first step, rather than at every step.
+	stats      *Stats
+	statsKnown bool
 
 	memo map[memoKey]outcome
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
@@ -82,7 +86,10 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 		}
 		todo = append(todo, id)
 	}
-	countWork(ctx, len(todo) > 0, cached)
+	if !ev.statsKnown {
+		ev.stats, ev.statsKnown = statsFrom(ctx), true
+	}
+	ev.stats.count(len(todo) > 0, cached)
 	if len(todo) == 0 {
 		return out, nil
 	}

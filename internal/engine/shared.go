@@ -105,7 +105,7 @@ func (e *Engine) checkShared(ctx context.Context, s *ir.Schema, r store.Reader, 
 	relation := s.Definition(req.Resource.Type).Relation(req.Permission)
 	k := sh.key(relation, req.Resource.ID)
 	if o, ok := sh.get(k); ok {
-		countWork(ctx, false, 1)
+		statsFrom(ctx).count(false, 1)
 		return toResult(o)
 	}
 	eval := func() (Result, error) {

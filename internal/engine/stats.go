@@ -24,11 +24,16 @@ func WithStats(ctx context.Context, st *Stats) context.Context {
 	return context.WithValue(ctx, statsKey{}, st)
 }
 
-// countWork adds one dispatch (when evaluated) and cached answers to the request's
-// Stats, if it keeps any.
-func countWork(ctx context.Context, evaluated bool, cached int) {
-	st, ok := ctx.Value(statsKey{}).(*Stats)
-	if !ok {
+// statsFrom returns the Stats ctx counts in, or nil.
+func statsFrom(ctx context.Context) *Stats {
+	st, _ := ctx.Value(statsKey{}).(*Stats)
+	return st
+}
+
+// count adds one dispatch (when evaluated) and cached answers; a nil Stats counts
+// nothing.
+func (st *Stats) count(evaluated bool, cached int) {
+	if st == nil {
 		return
 	}
 	if evaluated {
