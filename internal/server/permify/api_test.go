@@ -448,3 +448,14 @@ func TestContextualTuplesAndAttributes(t *testing.T) {
 		t.Errorf("a contextual tuple was written: %s", got)
 	}
 }
+
+// TestCheckCount: a check reports the subproblems it evaluated as check_count.
+func TestCheckCount(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	out := a.ok("/v1/tenants/t1/permissions/check", map[string]any{"entity": ref("doc:2"), "permission": "view", "subject": ref("user:carol"), "metadata": map[string]any{"depth": 20}})
+	meta, _ := out["metadata"].(map[string]any)
+	if n, _ := meta["check_count"].(float64); out["can"] != allowed || n < 2 {
+		t.Errorf("check through a parent folder: %v, want allowed with check_count of at least 2", out)
+	}
+}

@@ -75,12 +75,17 @@ func (h *Handler) check(ctx context.Context, t *tenant, body []byte) (any, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := eng.Check(ctx, v.IR, r, req.request())
+	var st engine.Stats
+	res, err := eng.Check(engine.WithStats(ctx, &st), v.IR, r, req.request())
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"can": permdata.Result(res.Membership), "metadata": map[string]any{"check_count": 0}}, nil
+	return map[string]any{"can": permdata.Result(res.Membership), "metadata": map[string]any{"check_count": checkCount(&st)}}, nil
 }
+
+// checkCount is Permify's check_count: the subproblems a check evaluated or took from
+// the cache.
+func checkCount(st *engine.Stats) int64 { return st.Dispatched.Load() + st.Cached.Load() }
 
 func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
@@ -109,6 +114,7 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 		contextual = contextual || len(it.Context.Tuples) > 0 || len(it.Context.Attributes) > 0
 	}
 	answers := make([]engine.BulkResult, len(creqs))
+	counts := make([]int64, len(creqs))
 	if contextual {
 		// Each item sees its own contextual data: they are checked one by one.
 		for i, it := range req.Items {
@@ -116,17 +122,25 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 			if err != nil {
 				return nil, err
 			}
-			answers[i].Result, answers[i].Err = eng.Check(ctx, v.IR, ir, creqs[i])
+			var st engine.Stats
+			answers[i].Result, answers[i].Err = eng.Check(engine.WithStats(ctx, &st), v.IR, ir, creqs[i])
+			counts[i] = checkCount(&st)
 		}
 	} else {
-		answers = t.engine.CheckBulk(ctx, v.IR, r, creqs)
+		// Items are evaluated together and share their subproblems: each reports the
+		// work of the whole evaluation.
+		var st engine.Stats
+		answers = t.engine.CheckBulk(engine.WithStats(ctx, &st), v.IR, r, creqs)
+		for i := range counts {
+			counts[i] = checkCount(&st)
+		}
 	}
 	results := make([]any, len(creqs))
 	for i, br := range answers {
 		if br.Err != nil {
 			return nil, br.Err
 		}
-		results[i] = map[string]any{"can": permdata.Result(br.Result.Membership), "metadata": map[string]any{"check_count": 0}}
+		results[i] = map[string]any{"can": permdata.Result(br.Result.Membership), "metadata": map[string]any{"check_count": counts[i]}}
 	}
 	return map[string]any{"results": results}, nil
 }
