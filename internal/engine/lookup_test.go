@@ -446,3 +446,21 @@ definition group {
 		}
 	}
 }
+
+// TestLookupSubjectsReportsConcreteSubjectsAsFound: a subject found through a caveated
+// relationship beside an unconditional wildcard is listed as conditional, with the
+// wildcard beside it, as SpiceDB lists it; its membership is the wildcard's.
+func TestLookupSubjectsReportsConcreteSubjectsAsFound(t *testing.T) {
+	s, reader := lookupFixture(t, `definition user {}
+caveat flagged(f bool) { f }
+definition doc {
+	relation viewer: user:* | user with flagged
+}`, "doc:d0#viewer@user:*", "doc:d0#viewer@user:u0[flagged]")
+	var got []string
+	err := engine.New(engine.Config{}).LookupSubjects(context.Background(), s, reader,
+		engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: "d0"}, Permission: "viewer", SubjectType: "user"},
+		func(f engine.FoundSubject) error { got = append(got, f.ID+" "+f.Result.Membership.String()); return nil })
+	if want := []string{"u0 CONDITIONAL_PERMISSION", "* HAS_PERMISSION"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("LookupSubjects = %v %v, want %v", got, err, want)
+	}
+}

@@ -50,7 +50,10 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		res, err := toResult(set.member(id))
+		// A concrete subject is reported with its own answer, beside the wildcard, as
+		// SpiceDB reports it: a subject found conditionally next to an unconditional
+		// wildcard is listed as conditional, and the wildcard says the rest.
+		res, err := toResult(set.concrete[id])
 		if err != nil {
 			return err
 		}
