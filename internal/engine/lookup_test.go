@@ -459,7 +459,10 @@ definition doc {
 	var got []string
 	err := engine.New(engine.Config{}).LookupSubjects(context.Background(), s, reader,
 		engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: "d0"}, Permission: "viewer", SubjectType: "user"},
-		func(f engine.FoundSubject) error { got = append(got, f.ID+" "+f.Result.Membership.String()); return nil })
+		func(f engine.FoundSubject) error {
+			got = append(got, f.ID+" "+f.Result.Membership.String())
+			return nil
+		})
 	if want := []string{"u0 CONDITIONAL_PERMISSION", "* HAS_PERMISSION"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("LookupSubjects = %v %v, want %v", got, err, want)
 	}
