@@ -180,6 +180,12 @@ func Idempotent(preconditions []Precondition, updates []Update) bool {
 	return true
 }
 
+// DeleteIdempotent is Idempotent for DeleteByFilter: repeated, a delete of every match
+// changes nothing more, but one cut short by its limit (partial) deletes the next ones.
+func DeleteIdempotent(preconditions []Precondition, limit int, partial bool) bool {
+	return len(preconditions) == 0 && (!partial || limit == 0)
+}
+
 // OutcomeUnknown is the error for a write whose commit outcome could not be learned:
 // ErrUnavailable for an idempotent write, which the client may repeat, and
 // ErrCommitUnknown for any other, which it must not repeat blindly.

@@ -117,10 +117,7 @@ func (w *writeTx) refuseLive(ctx context.Context, b *sqlstore.Batch, now any) er
 func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precondition, f store.Filter, limit int, partial bool) (store.Revision, int, bool, error) {
 	var deleted int
 	var more bool
-	// Repeated, a delete of every match changes nothing more; one cut short by its
-	// limit deletes the next ones.
-	idempotent := len(preconditions) == 0 && (!partial || limit == 0)
-	rev, err := s.runTx(ctx, lockFirst, idempotent, func(ctx context.Context, w *writeTx) error {
+	rev, err := s.runTx(ctx, lockFirst, store.DeleteIdempotent(preconditions, limit, partial), func(ctx context.Context, w *writeTx) error {
 		if err := store.CheckPreconditions(ctx, w.base, preconditions); err != nil {
 			return err
 		}
