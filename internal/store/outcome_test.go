@@ -34,8 +34,11 @@ func TestIdempotentAndOutcomeUnknown(t *testing.T) {
 		partial bool
 		want    bool
 	}{
-		{nil, 0, false, true}, {nil, 10, false, true}, {nil, 0, true, true},
-		{nil, 10, true, false}, {pre, 0, false, false},
+		{nil, 0, false, true},
+		{nil, 10, false, true},
+		{nil, 0, true, true},
+		{nil, 10, true, false},
+		{pre, 0, false, false},
 	} {
 		if got := store.DeleteIdempotent(tc.pre, tc.limit, tc.partial); got != tc.want {
 			t.Errorf("DeleteIdempotent(%v, %d, %v) = %v, want %v", tc.pre, tc.limit, tc.partial, got, tc.want)
