@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/runtime/gcpace"
 	"github.com/latch-authz/latch/internal/server"
@@ -38,7 +39,19 @@ live in the directory --data-dir (./latch-data), and a write is acknowledged onl
 is on disk. --datastore-engine memory keeps everything in memory (gone when the server
 stops); postgres and cockroachdb use a database server named by --datastore-conn-uri,
 migrated first with "latch datastore migrate". The server stops cleanly on SIGINT or
-SIGTERM, letting requests in flight finish.`,
+SIGTERM, letting requests in flight finish.
+
+Cluster mode (--dispatch-cluster-enabled) makes several servers over one postgres or
+cockroachdb datastore one cluster: each subproblem of a check has an owner among the
+members (rendezvous hashing), the owner answers it and its cache remembers it, so the
+nodes' caches hold distinct answers. The members are --dispatch-upstream-addr:
+static:///h1:p1,h2:p2 (a fixed list, in which each node finds itself by its
+--dispatch-cluster-addr) or dns:///name:port (every address of a headless service,
+re-resolved every 5s, so nodes join and leave without restarts). Dispatches travel over
+an internal gRPC service on --dispatch-cluster-addr, authenticated by
+--dispatch-cluster-preshared-key (default: the first --grpc-preshared-key). A peer that
+fails is answered for locally, marked down after 3 failures in a row and probed again
+later; one that is slower than the peers' p95 is hedged by a local answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("grpc-preshared-key") {
@@ -50,6 +63,9 @@ SIGTERM, letting requests in flight finish.`,
 			}
 			if v := env.Getenv("LATCH_METRICS_PRESHARED_KEY"); v != "" && !cmd.Flags().Changed("metrics-preshared-key") {
 				cfg.MetricsPresharedKey = v
+			}
+			if v := env.Getenv("LATCH_DISPATCH_CLUSTER_PRESHARED_KEY"); v != "" && !cmd.Flags().Changed("dispatch-cluster-preshared-key") {
+				cfg.Cluster.PresharedKey = v
 			}
 			if err := resolveDataDir(cmd, &cfg); err != nil {
 				return err
@@ -109,6 +125,15 @@ SIGTERM, letting requests in flight finish.`,
 	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,
 		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once (0: none)")
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
+	fs.BoolVar(&cfg.Cluster.Enabled, "dispatch-cluster-enabled", false, "run as one node of a cluster over a shared postgres or cockroachdb datastore, routing subproblems to the nodes that own them")
+	fs.StringVar(&cfg.Cluster.Addr, "dispatch-cluster-addr", ":50053", "where this node's internal dispatch service listens; also how it finds itself among the members")
+	fs.StringVar(&cfg.Cluster.Upstream, "dispatch-upstream-addr", "", "the cluster's members: static:///host:port,host:port,... or dns:///name:port (every A/AAAA record, re-resolved)")
+	fs.StringVar(&cfg.Cluster.PresharedKey, "dispatch-cluster-preshared-key", "", "bearer token nodes present to each other's dispatch service (env LATCH_DISPATCH_CLUSTER_PRESHARED_KEY; default: the first --grpc-preshared-key)")
+	fs.IntVar(&cfg.Cluster.ConcurrencyLimit, "dispatch-concurrency-limit", cluster.DefaultConcurrencyLimit, "dispatches in flight to one peer; past it, subproblems are answered locally")
+	fs.DurationVar(&cfg.Cluster.TestDelay, "dispatch-cluster-test-delay", 0, "test hook: hold every dispatch this node answers this long, making it a slow peer")
+	if err := fs.MarkHidden("dispatch-cluster-test-delay"); err != nil {
+		panic(err)
+	}
 	otel.register(fs)
 	return cmd
 }
@@ -142,6 +167,9 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		}
 	}
 	fmt.Fprintf(env.Out, "latch: datastore %s\n", describeDatastore(cfg))
+	if a := srv.ClusterAddr(); a != "" {
+		fmt.Fprintf(env.Out, "latch: cluster dispatch service on %s, members from %s\n", a, cfg.Cluster.Upstream)
+	}
 	if cfg.NoAuth {
 		fmt.Fprintln(env.Out, "latch: serving WITHOUT authentication (--insecure-no-auth), on loopback only")
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -29,6 +30,10 @@ type Config struct {
 	// schema language): revisions of different stores are not told apart. Use Sibling
 	// for another.
 	Cache *cache.Cache
+	// Dispatcher, if not nil, makes this engine one node of a cluster: subproblems other
+	// nodes own are sent to them (Dispatcher), and answered by their caches. Like the
+	// cache, it belongs to one datastore, which every node shares.
+	Dispatcher Dispatcher
 }
 
 // Engine evaluates permissions. It holds no per-request state and is safe for
@@ -39,6 +44,7 @@ type Config struct {
 type Engine struct {
 	maxDepth int
 	cache    *cache.Cache
+	disp     Dispatcher
 	seeds    [2]maphash.Seed
 	// flight shares one evaluation among identical checks arriving together.
 	flight singleflight.Group
@@ -49,11 +55,12 @@ func New(cfg Config) *Engine {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
-	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, disp: cfg.Dispatcher, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // Sibling returns an engine with e's configuration and cache whose answers are keyed
-// apart from e's (and from every other sibling's), for another datastore.
+// apart from e's (and from every other sibling's), for another datastore. It
+// dispatches nothing: the cluster's nodes share e's datastore, not the sibling's.
 func (e *Engine) Sibling() *Engine {
 	return New(Config{MaxDepth: e.maxDepth, Cache: e.cache})
 }
@@ -80,8 +87,8 @@ func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req Ch
 		if err := validateCheck(s, req); err != nil {
 			return Result{}, err
 		}
-		if sh := e.sharedFor(s, r.Revision(), req.Subject, req.Context); sh.c != nil {
-			return e.checkShared(ctx, s, r, req, sh)
+		if ev := e.evaluatorFor(s, r, req.Subject, req.Context); ev.shared.c != nil {
+			return e.checkShared(ctx, ev, req)
 		}
 	}
 	res := e.CheckBulk(ctx, s, r, []CheckRequest{req})
@@ -124,8 +131,11 @@ func (e *Engine) checkBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 		for _, i := range g.items {
 			ids = append(ids, reqs[i].Resource.ID)
 		}
-		ev := newEvaluator(s, r, first.Subject, first.Context, e.sharedFor(s, r.Revision(), first.Subject, first.Context))
-		ev.tr = newTracer(trace)
+		ev := e.evaluatorFor(s, r, first.Subject, first.Context)
+		if trace {
+			// A trace shows every step where it was taken: all of them here.
+			ev.routing, ev.tr = nil, newTracer(true)
+		}
 		start := time.Now()
 		relation := s.Definition(first.Resource.Type).Relation(first.Permission)
 		res, err := ev.relation(ctx, relation, dedupe(ids), e.maxDepth)
@@ -141,6 +151,30 @@ func (e *Engine) checkBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 		}
 	}
 	return out
+}
+
+// evaluatorFor returns an evaluator for one subject and caveat context with the
+// engine's cache and, in a cluster, its routing.
+func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any) *evaluator {
+	ctxJSON, err := contextJSON(reqCtx)
+	if err != nil {
+		// A context that cannot be written down is neither shared nor sent anywhere.
+		return newEvaluator(s, r, subject, reqCtx, shared{})
+	}
+	ev := newEvaluator(s, r, subject, reqCtx, e.sharedFor(s, r.Revision(), subject, ctxJSON))
+	if e.disp != nil {
+		ev.routing, ev.ctxJSON = &routing{disp: e.disp, base: routeBase(subject, ctxJSON)}, ctxJSON
+	}
+	return ev
+}
+
+// contextJSON is a caveat context's one text: json.Marshal sorts map keys, so equal
+// contexts give equal texts. An empty context has none.
+func contextJSON(reqCtx map[string]any) ([]byte, error) {
+	if len(reqCtx) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(reqCtx)
 }
 
 func toResult(o outcome) (Result, error) {
@@ -169,8 +203,7 @@ func groupKey(req CheckRequest) string {
 	b.WriteByte('#')
 	b.WriteString(req.Subject.Relation)
 	if len(req.Context) > 0 {
-		// json.Marshal sorts map keys, so equal contexts give equal keys.
-		ctxJSON, err := json.Marshal(req.Context)
+		ctxJSON, err := contextJSON(req.Context)
 		if err != nil {
 			ctxJSON = []byte(req.Resource.ID) // unmarshalable context: never share
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/latch-authz/latch/internal/engine/cache"
@@ -30,6 +31,10 @@ type evaluator struct {
 	// at the first step, rather than at every step.
 	stats      *Stats
 	statsKnown bool
+	// routing, when not nil, sends subproblems owned by other nodes to them; ctxJSON is
+	// the caveat context as they receive it.
+	routing *routing
+	ctxJSON []byte
 
 	memo map[memoKey]outcome
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
@@ -44,15 +49,29 @@ func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx m
 	}
 }
 
+// routing is a request's view of the cluster: the dispatcher and the routing hash of
+// the request's subject and context.
+type routing struct {
+	disp Dispatcher
+	base uint64
+}
+
 // relation answers relation or permission r of r.Def for every id in ids, with depth
-// hops remaining. Traced, it is one step for the ids it evaluates and one for those
-// whose answers were already known.
+// hops remaining, sending the ids other nodes own to them. Traced, it is one step for
+// the ids it evaluates and one for those whose answers were already known.
 func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
+	return ev.resolve(ctx, r, ids, depth, true)
+}
+
+// resolve is relation; route says whether ids may be sent to the nodes owning them.
+func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, depth int, route bool) (results, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	route = route && ev.routing != nil && routed(r)
 	out := make(results, len(ids))
 	todo := make([]string, 0, len(ids))
+	var remote map[Node][]string
 	var keys []cache.Key       // of todo, when caching
 	var known, step *TraceNode // traced steps: answers known before, answers found here
 	cached := 0
@@ -73,6 +92,15 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 			step = ev.tr.answered(step, r, id, outHas, false)
 			continue
 		}
+		if route {
+			if n := ev.routing.disp.Owner(routeHash(ev.routing.base, r, id)); n != nil {
+				if remote == nil {
+					remote = map[Node][]string{}
+				}
+				remote[n] = append(remote[n], id)
+				continue
+			}
+		}
 		if ev.shared.c != nil {
 			ck := ev.shared.key(r, id)
 			if o, ok := ev.shared.get(ck); ok {
@@ -86,39 +114,104 @@ func (ev *evaluator) relation(ctx context.Context, r *ir.Relation, ids []string,
 		}
 		todo = append(todo, id)
 	}
+	ev.statsFor(ctx).count(len(todo) > 0, cached)
+	var far <-chan remoteResult
+	if len(remote) > 0 {
+		far = ev.sendRemote(ctx, r, remote, depth, len(todo) == 0)
+	}
+	if len(todo) > 0 {
+		ev.tr.begin(step, r)
+		var res results
+		var err error
+		if r.IsPermission() {
+			res, err = ev.expr(ctx, r.Def, r.Rewrite, todo, depth)
+		} else {
+			res, err = ev.direct(ctx, r, todo, depth)
+		}
+		if err != nil {
+			drain(far, len(remote))
+			return nil, err
+		}
+		ev.tr.end(todo, res)
+		for i, id := range todo {
+			o := res.get(id)
+			ev.remember(r, id, o, depth)
+			if keys != nil {
+				ev.shared.put(keys[i], o)
+			}
+			out.put(id, o)
+		}
+	}
+	var firstErr error
+	for range len(remote) {
+		rr := <-far
+		if rr.err != nil {
+			firstErr = cmp.Or(firstErr, rr.err)
+			continue
+		}
+		for _, id := range rr.ids {
+			o := rr.res.get(id)
+			ev.remember(r, id, o, depth)
+			out.put(id, o)
+		}
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// remember records id's answer for the rest of the request: in the memo, or, cut off
+// by the depth limit, as failing again at this depth or less.
+func (ev *evaluator) remember(r *ir.Relation, id string, o outcome, depth int) {
+	k := memoKey{r, id}
+	if o.st == depthErr {
+		ev.errDepth[k] = max(ev.errDepth[k], depth)
+	} else {
+		ev.memo[k] = o
+	}
+}
+
+// statsFor returns the Stats the request counts in (nil: none), looked up in the
+// context once rather than at every step.
+func (ev *evaluator) statsFor(ctx context.Context) *Stats {
 	if !ev.statsKnown {
 		ev.stats, ev.statsKnown = statsFrom(ctx), true
 	}
-	ev.stats.count(len(todo) > 0, cached)
-	if len(todo) == 0 {
-		return out, nil
-	}
-	ev.tr.begin(step, r)
-	var res results
-	var err error
-	if r.IsPermission() {
-		res, err = ev.expr(ctx, r.Def, r.Rewrite, todo, depth)
-	} else {
-		res, err = ev.direct(ctx, r, todo, depth)
-	}
-	if err != nil {
-		return nil, err
-	}
-	ev.tr.end(todo, res)
-	for i, id := range todo {
-		o := res.get(id)
-		k := memoKey{r, id}
-		if o.st == depthErr {
-			ev.errDepth[k] = max(ev.errDepth[k], depth)
+	return ev.stats
+}
+
+// remoteResult is the answer of one node to the ids sent to it.
+type remoteResult struct {
+	ids []string
+	res results
+	err error
+}
+
+// sendRemote dispatches each node's ids, concurrently with the caller's own work, and
+// returns where their answers arrive, one per node. Alone (nothing to do here and one
+// node to ask), the dispatch runs on the caller's goroutine.
+func (ev *evaluator) sendRemote(ctx context.Context, r *ir.Relation, remote map[Node][]string, depth int, alone bool) <-chan remoteResult {
+	out := make(chan remoteResult, len(remote))
+	for n, ids := range remote {
+		send := func() {
+			res, err := ev.dispatchRemote(ctx, n, r, ids, depth)
+			out <- remoteResult{ids: ids, res: res, err: err}
+		}
+		if alone && len(remote) == 1 {
+			send()
 		} else {
-			ev.memo[k] = o
+			go send()
 		}
-		if keys != nil {
-			ev.shared.put(keys[i], o)
-		}
-		out.put(id, o)
 	}
-	return out, nil
+	return out
+}
+
+// drain waits for n answers on c so that no dispatch outlives its request.
+func drain(c <-chan remoteResult, n int) {
+	for range n {
+		<-c
+	}
 }
 
 // isSubject: a subject set is a member of itself (group:eng#member has group:eng#member).

@@ -37,7 +37,7 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 		return err
 	}
 	l := &reverseLookup{
-		e: e, ev: newEvaluator(s, r, req.Subject, req.Context, e.sharedFor(s, r.Revision(), req.Subject, req.Context)),
+		e: e, ev: e.evaluatorFor(s, r, req.Subject, req.Context),
 		sets: newFixpoint[*ir.Relation](func() results { return results{} }, func(known, round results) (results, bool) {
 			return known, mergeOr(known, round)
 		}),

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"hash/maphash"
 
@@ -31,18 +30,11 @@ type shared struct {
 	base [2]maphash.Hash
 }
 
-// sharedFor prepares the cache keys of a request, or returns a shared that caches
-// nothing.
-func (e *Engine) sharedFor(s *ir.Schema, rev store.Revision, subject rel.SubjectRef, reqCtx map[string]any) shared {
+// sharedFor prepares the cache keys of a request whose caveat context has the text
+// ctxJSON (contextJSON), or returns a shared that caches nothing.
+func (e *Engine) sharedFor(s *ir.Schema, rev store.Revision, subject rel.SubjectRef, ctxJSON []byte) shared {
 	if e.cache == nil || s.Uses("expiration") {
 		return shared{}
-	}
-	var ctxJSON []byte
-	if len(reqCtx) > 0 {
-		var err error
-		if ctxJSON, err = json.Marshal(reqCtx); err != nil { // sorted keys: one text per context
-			return shared{}
-		}
 	}
 	sh := shared{c: e.cache}
 	var revBytes [8]byte
@@ -101,15 +93,16 @@ func (sh *shared) put(k cache.Key, o outcome) {
 // checkShared answers one check through the cache. Identical concurrent checks that
 // miss share one evaluation; if the one evaluating gave up (its client went away) the
 // others evaluate for themselves rather than inherit its cancellation.
-func (e *Engine) checkShared(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest, sh shared) (Result, error) {
-	relation := s.Definition(req.Resource.Type).Relation(req.Permission)
+func (e *Engine) checkShared(ctx context.Context, ev *evaluator, req CheckRequest) (Result, error) {
+	relation := ev.s.Definition(req.Resource.Type).Relation(req.Permission)
+	sh := ev.shared
 	k := sh.key(relation, req.Resource.ID)
 	if o, ok := sh.get(k); ok {
 		statsFrom(ctx).count(false, 1)
 		return toResult(o)
 	}
 	eval := func() (Result, error) {
-		res, err := newEvaluator(s, r, req.Subject, req.Context, sh).relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
+		res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
 		if err != nil {
 			return Result{}, err
 		}

@@ -88,6 +88,10 @@ type Config struct {
 	// negative: no cache). It is allocated whole at start: the limit is the cost.
 	DispatchCacheMaxBytes int64
 
+	// Cluster, when Enabled, makes this server one node of a cluster over a shared
+	// datastore: subproblems are routed to the nodes owning them (see ClusterConfig).
+	Cluster ClusterConfig
+
 	// GRPCTLSCertPath and GRPCTLSKeyPath, when set, serve the gRPC API over TLS with that
 	// certificate and key, reloaded when the files change; HTTPTLSCertPath and
 	// HTTPTLSKeyPath do the same for the HTTP gateway.
@@ -128,6 +132,31 @@ type Config struct {
 
 	// Logger receives server logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// ClusterConfig places a server in a cluster.
+type ClusterConfig struct {
+	Enabled bool
+	// Addr is where the internal dispatch service listens, and how this node finds
+	// itself among the members.
+	Addr string
+	// Upstream names the members: static:///h1:p1,h2:p2 or dns:///name:port.
+	Upstream string
+	// PresharedKey guards the dispatch service ("": the first API preshared key).
+	PresharedKey string
+	// ConcurrencyLimit bounds the dispatches in flight to one peer (0: the default).
+	ConcurrencyLimit int
+	// TestDelay holds every dispatch this node answers this long: a test hook that
+	// makes it a slow peer.
+	TestDelay time.Duration
+}
+
+// clusterKey is the dispatch service's key: its own, or the first API key.
+func (c Config) clusterKey() string {
+	if c.Cluster.PresharedKey != "" || len(c.PresharedKeys) == 0 {
+		return c.Cluster.PresharedKey
+	}
+	return c.PresharedKeys[0]
 }
 
 // WithDefaults returns c with every unset field set to its default.
@@ -205,6 +234,9 @@ func (c Config) Validate() error {
 	}
 	if c.Datastore == nil {
 		errs = append(errs, checkEngine(c.DatastoreEngine, c.DatastoreURI))
+	}
+	if c.Cluster.Enabled {
+		errs = append(errs, c.checkCluster())
 	}
 	for _, n := range []struct {
 		name string

@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/relcounter"
@@ -65,6 +66,12 @@ type Server struct {
 	// grpcTLS and httpTLS are the listeners' certificates; nil serves plaintext.
 	grpcTLS, httpTLS *tlsconfig.Pair
 
+	// cluster, clusterGRPC and clusterLis are this node's place in a cluster and its
+	// dispatch service; nil outside one.
+	cluster     *cluster.Cluster
+	clusterGRPC *grpc.Server
+	clusterLis  net.Listener
+
 	metrics    *metrics
 	metricsSrv *http.Server // nil when metrics are disabled
 	metricsLis net.Listener
@@ -91,7 +98,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer()}
 	s.cache = newDispatchCache(cfg.DispatchCacheMaxBytes, s.metrics)
-	s.engine = engine.New(engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache})
+	ecfg := engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache}
+	if cfg.Cluster.Enabled {
+		if err := s.joinCluster(); err != nil {
+			return nil, err
+		}
+		ecfg.Dispatcher = s.cluster
+	}
+	s.engine = engine.New(ecfg)
 	switch {
 	case cfg.NoAuth:
 		s.auth = openAuthenticator()
@@ -299,6 +313,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		running++
 		go func() { errc <- ignoreClosed(s.metricsSrv.Serve(s.metricsLis)) }()
 	}
+	if s.clusterGRPC != nil {
+		running++
+		go func() { errc <- s.clusterGRPC.Serve(s.clusterLis) }()
+	}
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	probed := make(chan struct{})
 	go func() {
@@ -341,18 +359,29 @@ func (s *Server) shutdown() {
 			}
 		}
 	}
+	// The API stops first: its requests may still dispatch to this node's peers, and
+	// their dispatches to this node's service are answered until it stops too.
+	for _, g := range []*grpc.Server{s.grpc, s.clusterGRPC} {
+		if g != nil {
+			stopGracefully(grace, g)
+		}
+	}
+	s.Close()
+}
+
+// stopGracefully stops g, waiting for its calls in flight until grace is done.
+func stopGracefully(grace context.Context, g *grpc.Server) {
 	stopped := make(chan struct{})
 	go func() {
-		s.grpc.GracefulStop()
+		g.GracefulStop()
 		close(stopped)
 	}()
 	select {
 	case <-stopped:
 	case <-grace.Done():
-		s.grpc.Stop()
+		g.Stop()
 		<-stopped
 	}
-	s.Close()
 }
 
 // Close releases the listeners, the gateway's connection and a store the server
@@ -377,6 +406,15 @@ func (s *Server) Close() {
 		if s.metricsLis != nil {
 			_ = s.metricsLis.Close()
 		}
+		if s.clusterGRPC != nil {
+			s.clusterGRPC.Stop()
+		}
+		if s.clusterLis != nil {
+			_ = s.clusterLis.Close()
+		}
+	}
+	if s.cluster != nil {
+		s.cluster.Close()
 	}
 	if s.gwConn != nil {
 		_ = s.gwConn.Close()

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/latch-authz/latch/internal/cluster"
+	"github.com/latch-authz/latch/internal/engine"
+)
+
+// checkCluster reports what keeps the cluster configuration from working.
+func (c Config) checkCluster() error {
+	var errs []error
+	if c.Cluster.Addr == "" {
+		errs = append(errs, errors.New("--dispatch-cluster-enabled needs --dispatch-cluster-addr, the address this node's dispatch service listens on"))
+	}
+	if c.Cluster.Upstream == "" {
+		errs = append(errs, errors.New("--dispatch-cluster-enabled needs --dispatch-upstream-addr, the members: static:///host:port,... or dns:///name:port"))
+	}
+	if c.clusterKey() == "" {
+		errs = append(errs, errors.New("--dispatch-cluster-enabled needs --dispatch-cluster-preshared-key (or --grpc-preshared-key, which it defaults to): dispatches are authenticated"))
+	}
+	if c.Datastore == nil && c.DatastoreEngine != "postgres" && c.DatastoreEngine != "cockroachdb" {
+		errs = append(errs, fmt.Errorf("--dispatch-cluster-enabled needs a datastore the nodes share (postgres or cockroachdb), not %s", c.DatastoreEngine))
+	}
+	return errors.Join(errs...)
+}
+
+// joinCluster joins the cluster and binds the dispatch service's listener.
+func (s *Server) joinCluster() error {
+	cl, err := cluster.New(cluster.Config{
+		Addr: s.cfg.Cluster.Addr, Upstream: s.cfg.Cluster.Upstream, PresharedKey: s.cfg.clusterKey(),
+		ConcurrencyLimit: s.cfg.Cluster.ConcurrencyLimit, Registerer: s.metrics.registry, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", s.cfg.Cluster.Addr)
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("listening for dispatches on %s: %w", s.cfg.Cluster.Addr, err)
+	}
+	s.cluster, s.clusterLis = cl, lis
+	s.clusterGRPC = cl.NewServer(s.answerDispatched, cluster.ServiceOptions{Delay: s.cfg.Cluster.TestDelay})
+	return nil
+}
+
+// answerDispatched answers a subproblem another node sent, at exactly its revision.
+func (s *Server) answerDispatched(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
+	r, err := s.store.Reader(ctx, sp.Revision)
+	if err != nil {
+		return nil, err
+	}
+	r = &timedReader{Reader: r, m: s.metrics, tracer: s.tracer}
+	sch, err := s.schemas.atRevision(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return s.engine.AnswerDispatched(ctx, sch, r, sp)
+}
+
+// ClusterAddr returns the bound address of the dispatch service ("" outside a cluster).
+func (s *Server) ClusterAddr() string {
+	if s.clusterLis == nil {
+		return ""
+	}
+	return s.clusterLis.Addr().String()
+}
