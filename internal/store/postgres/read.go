@@ -24,7 +24,7 @@ type querier interface {
 	sqlstore.QueryRower
 }
 
-// poolQuerier reads from a pool, counting the pages it served in pages (nil: uncounted).
+// poolQuerier reads from a pool, counting the pages it served in pages.
 type poolQuerier struct {
 	pool  *pgxpool.Pool
 	pages *atomic.Uint64
@@ -36,7 +36,7 @@ func (q poolQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 
 func (q poolQuerier) page(ctx context.Context, sql string, args []any, retainedRev store.Revision) ([]rel.Relationship, error) {
 	out, err := q.query(ctx, sql, args, retainedRev)
-	if err == nil && q.pages != nil {
+	if err == nil {
 		q.pages.Add(1)
 	}
 	return out, err
