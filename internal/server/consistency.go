@@ -57,13 +57,20 @@ func (s *Server) readerAndSchema(ctx context.Context, c *v1.Consistency) (store.
 	return r, sch, nil
 }
 
-// readerFor opens a reader at the revision c asks for, timing its queries.
+// readerFor opens a reader at the revision c asks for, timing its queries. Reads may
+// be answered by a read replica that has reached their revision, except
+// fully_consistent ones, which go to the primary as in SpiceDB: they read the head,
+// which a replica has rarely replayed yet.
 func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader, error) {
 	rev, err := s.revisionFor(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.store.Reader(ctx, rev)
+	open := s.store.Reader
+	if rs, ok := s.store.(store.Replicated); ok && c.GetFullyConsistent() {
+		open = rs.PrimaryReader
+	}
+	r, err := open(ctx, rev)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,26 @@ func newMetrics(log *slog.Logger) *metrics {
 	return m
 }
 
+// registerReads adds latch_datastore_reads_total{target="primary"|"replica"} when st
+// may read from replicas: how much of the read load the replicas take off the primary.
+func (m *metrics) registerReads(st store.Store) {
+	rs, ok := st.(store.Replicated)
+	if !ok {
+		return
+	}
+	counter := func(target string, n func(store.ReadStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "latch", Subsystem: "datastore", Name: "reads_total",
+			Help:        "Pages of relationships read at a revision, by where they were read: the primary or a read replica.",
+			ConstLabels: prometheus.Labels{"target": target},
+		}, func() float64 { return float64(n(rs.ReadStats())) })
+	}
+	m.registry.MustRegister(
+		counter("primary", func(st store.ReadStats) uint64 { return st.Primary }),
+		counter("replica", func(st store.ReadStats) uint64 { return st.Replica }),
+	)
+}
+
 // observe records a finished call: its latency, and with the request id the client
 // sent (x-request-id) or one made up for it, a log line at debug level and an attribute
 // of the call's span when it is traced.

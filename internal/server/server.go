@@ -121,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
+	s.metrics.registerReads(s.store)
 	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
 	if err := s.listen(); err != nil {
 		s.Close()

@@ -1,7 +1,8 @@
 // Package store owns the datastore interfaces every backend implements: MVCC revisions,
 // batched filtered reads at a revision, atomic write batches with preconditions, the
-// stored schema, the sentinel errors the server maps to API errors, and the checks of a
-// write that read the same on every backend (CheckUpdates, CheckPreconditions).
+// stored schema, the optional interfaces a backend may add (Watcher, Replicated), the
+// sentinel errors the server maps to API errors, and the checks of a write that read
+// the same on every backend (CheckUpdates, CheckPreconditions).
 package store
 
 import (

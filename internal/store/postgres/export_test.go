@@ -12,15 +12,6 @@ func QueryRowForTest(s *Store, ctx context.Context, sql string, dest ...any) err
 	return s.writes.QueryRow(ctx, sql).Scan(dest...)
 }
 
-// ReplicaPagesForTest is how many pages s's replicas have served.
-func ReplicaPagesForTest(s *Store) int64 {
-	var n int64
-	for _, r := range s.replicas {
-		n += r.served.Load()
-	}
-	return n
-}
-
 // CommitOutcomeForTest decides a write at rev whose commit failed with commitErr, as
 // a write does, waiting at most probe for the server's answer.
 func CommitOutcomeForTest(s *Store, rev store.Revision, xid uint64, idempotent bool, probe time.Duration, commitErr error) (store.Revision, error) {

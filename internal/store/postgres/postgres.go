@@ -49,8 +49,8 @@
 //
 // Reads at a revision may go to streaming read replicas (Options.ReplicaURIs): a
 // replica replays commits in order, so once its latch_revision shows revision n it
-// answers reads at n exactly as the primary would. Writes, head reads and revision
-// lookups stay on the primary.
+// answers reads at n exactly as the primary would. Writes, head reads, revision
+// lookups and PrimaryReader's reads stay on the primary.
 package postgres
 
 import (
@@ -124,6 +124,8 @@ type Store struct {
 	// replicas serve reads at revisions they have replayed; nextReplica spreads reads.
 	replicas    []*replica
 	nextReplica atomic.Uint32
+	// primaryPages counts the pages readers read from the primary (ReadStats).
+	primaryPages atomic.Uint64
 	// oldest is the oldest revision this process knows to be retained; it only grows.
 	oldest atomic.Uint64
 	// commitProbe bounds the wait for the outcome of a commit that lost its connection
@@ -135,7 +137,10 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.Replicated = (*Store)(nil)
+)
 
 // Open connects to the database at uri (a postgres:// URL or key=value string) and
 // checks that it has been migrated to this version's schema.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,13 +24,25 @@ type querier interface {
 	sqlstore.QueryRower
 }
 
-type poolQuerier struct{ pool *pgxpool.Pool }
+// poolQuerier reads from a pool, counting the pages it served in pages.
+type poolQuerier struct {
+	pool  *pgxpool.Pool
+	pages *atomic.Uint64
+}
 
 func (q poolQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return q.pool.QueryRow(ctx, sql, args...)
 }
 
 func (q poolQuerier) page(ctx context.Context, sql string, args []any, retainedRev store.Revision) ([]rel.Relationship, error) {
+	out, err := q.query(ctx, sql, args, retainedRev)
+	if err == nil {
+		q.pages.Add(1)
+	}
+	return out, err
+}
+
+func (q poolQuerier) query(ctx context.Context, sql string, args []any, retainedRev store.Revision) ([]rel.Relationship, error) {
 	if retainedRev == 0 {
 		rows, err := q.pool.Query(ctx, sql, args...)
 		if err != nil {

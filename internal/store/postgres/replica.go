@@ -23,8 +23,8 @@ type replica struct {
 	// checked is when head was last read (unix nanoseconds), to bound how often a
 	// lagging replica is asked again.
 	checked atomic.Int64
-	// served counts pages read from the replica, for tests and metrics.
-	served atomic.Int64
+	// pages counts the pages the replica served (ReadStats).
+	pages atomic.Uint64
 }
 
 // replicaRecheck is how long a replica that had not reached a revision is left alone.
@@ -51,10 +51,13 @@ func (r *replica) reached(ctx context.Context, rev store.Revision) bool {
 	return rev <= store.Revision(head)
 }
 
+// primary is the primary's read pool.
+func (s *Store) primary() poolQuerier { return poolQuerier{pool: s.reads, pages: &s.primaryPages} }
+
 // readQuerier picks where reads at rev go: the next replica that has reached rev, or
 // the primary's read pool.
 func (s *Store) readQuerier(ctx context.Context, rev store.Revision) querier {
-	primary := poolQuerier{s.reads}
+	primary := s.primary()
 	n := len(s.replicas)
 	if n == 0 {
 		return primary
@@ -96,9 +99,8 @@ func (f fallbackRow) Scan(dest ...any) error {
 }
 
 func (q replicaQuerier) page(ctx context.Context, sql string, args []any, retainedRev store.Revision) ([]rel.Relationship, error) {
-	out, err := poolQuerier{q.r.pool}.page(ctx, sql, args, retainedRev)
+	out, err := poolQuerier{pool: q.r.pool, pages: &q.r.pages}.page(ctx, sql, args, retainedRev)
 	if err == nil {
-		q.r.served.Add(1)
 		return out, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, store.ErrRevisionGone) {
@@ -106,4 +108,14 @@ func (q replicaQuerier) page(ctx context.Context, sql string, args []any, retain
 	}
 	q.r.head.Store(0) // ask it again before trusting it
 	return q.primary.page(ctx, sql, args, retainedRev)
+}
+
+// ReadStats counts the pages read at a revision from the primary and from the replicas
+// (store.Replicated).
+func (s *Store) ReadStats() store.ReadStats {
+	st := store.ReadStats{Primary: s.primaryPages.Load()}
+	for _, r := range s.replicas {
+		st.Replica += r.pages.Load()
+	}
+	return st
 }

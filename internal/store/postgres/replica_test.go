@@ -2,9 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,24 +13,14 @@ import (
 
 // TestReadReplica reads through a streaming replica: reads at revisions the replica
 // has replayed are served by it, reads at newer revisions by the primary, and both
-// give the exact state of the revision.
+// give the exact state of the revision; PrimaryReader never reads from the replica,
+// and ReadStats counts every page where it was read.
 func TestReadReplica(t *testing.T) {
-	pgtest.Get(t)
-	primary, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = primary.Close() })
-	replica, err := primary.StartReplica()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = replica.Close() })
+	primary, replica := pgtest.StartWithReplica(t)
 	uri := primary.NewDatabase(t, "latch_migrated", postgres.Migrate)
-	replicaURI := strings.Replace(uri, fmt.Sprintf(":%d/", primary.Port()), fmt.Sprintf(":%d/", replica.Port()), 1)
-	dbName := uri[strings.LastIndex(uri, "/")+1 : strings.Index(uri, "?")]
+	dbName := pgtest.Database(uri)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, uri, postgres.Options{GCInterval: -1, ReplicaURIs: []string{replicaURI}})
+	s, err := postgres.Open(ctx, uri, postgres.Options{GCInterval: -1, ReplicaURIs: []string{replica.URI(dbName)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,15 +33,28 @@ func TestReadReplica(t *testing.T) {
 		}
 		return rev
 	}
-	// expect reads rev and reports whether the replica served the read.
-	expect := func(rev store.Revision, want ...string) bool {
+	// expectWith reads rev through a reader from open and reports whether the replica
+	// served the read.
+	expectWith := func(open func(context.Context, store.Revision) (store.Reader, error), rev store.Revision, want ...string) bool {
 		t.Helper()
-		before := postgres.ReplicaPagesForTest(s)
-		got, err := readAll(ctx, s, rev)
+		before := s.ReadStats()
+		r, err := open(ctx, rev)
+		if err != nil {
+			t.Fatalf("opening a reader at %d: %v", rev, err)
+		}
+		got, err := readAllReader(ctx, r)
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("at %d read %q, %v; want %q", rev, got, err, want)
 		}
-		return postgres.ReplicaPagesForTest(s) > before
+		after := s.ReadStats()
+		if after.Primary+after.Replica == before.Primary+before.Replica {
+			t.Fatalf("the read at %d was not counted in ReadStats (%+v)", rev, after)
+		}
+		return after.Replica > before.Replica
+	}
+	expect := func(rev store.Revision, want ...string) bool {
+		t.Helper()
+		return expectWith(s.Reader, rev, want...)
 	}
 	r1 := write("a")
 	deadline := time.Now().Add(10 * time.Second)
@@ -82,6 +83,9 @@ func TestReadReplica(t *testing.T) {
 			t.Fatal("the resumed replica never served a read at the newest revision")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if expectWith(s.PrimaryReader, r2, "a", "b") {
+		t.Fatalf("PrimaryReader read at %d from the replica", r2)
 	}
 	// A replica that goes away costs nothing but a fallback to the primary.
 	if err := replica.StopServer(); err != nil {

@@ -91,8 +91,17 @@ func (s *Store) snapshotAt(ctx context.Context, q sqlstore.QueryRower, rev store
 	return out, nil
 }
 
-// Reader reads at rev.
+// Reader reads at rev, from a replica that has reached it or from the primary.
 func (s *Store) Reader(ctx context.Context, rev store.Revision) (store.Reader, error) {
+	return s.reader(ctx, rev, true)
+}
+
+// PrimaryReader reads at rev from the primary alone (store.Replicated).
+func (s *Store) PrimaryReader(ctx context.Context, rev store.Revision) (store.Reader, error) {
+	return s.reader(ctx, rev, false)
+}
+
+func (s *Store) reader(ctx context.Context, rev store.Revision, replicas bool) (store.Reader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -100,7 +109,11 @@ func (s *Store) Reader(ctx context.Context, rev store.Revision) (store.Reader, e
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, q: s.readQuerier(ctx, rev), rev: rev, snap: snap, checkRetained: true}, nil
+	var q querier = s.primary()
+	if replicas {
+		q = s.readQuerier(ctx, rev)
+	}
+	return &reader{s: s, q: q, rev: rev, snap: snap, checkRetained: true}, nil
 }
 
 // lock takes the revision counter's row lock for the rest of tx and returns the

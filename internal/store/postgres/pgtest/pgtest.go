@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -222,6 +223,24 @@ func (s *Server) StartReplica() (*Server, error) {
 	return r, nil
 }
 
+// StartWithReplica starts a cluster of t's own and a streaming replica of it, both
+// removed when t ends, for tests that pause or stop replication. It skips or fails t
+// as Get does.
+func StartWithReplica(t testing.TB) (primary, replica *Server) {
+	t.Helper()
+	Get(t)
+	primary, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Close() })
+	if replica, err = primary.StartReplica(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Close() })
+	return primary, replica
+}
+
 // StopServer stops the server, disconnecting every client (pg_ctl stop -m fast).
 func (s *Server) StopServer() error {
 	return s.run("pg_ctl", "-D", s.dataDir(), "-m", "fast", "-w", "stop")
@@ -274,6 +293,16 @@ func removeStale() {
 // URI returns the connection URI of database db.
 func (s *Server) URI(db string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", superuser, s.port, db)
+}
+
+// Database returns the name of the database in uri, a URI from URI or NewDatabase: a
+// replica's URI of the same database is replica.URI(Database(uri)).
+func Database(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(u.Path, "/")
 }
 
 // Port is the server's TCP port.
