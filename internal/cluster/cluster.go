@@ -62,7 +62,7 @@ type Cluster struct {
 	self     selfAddr
 	members  atomic.Pointer[ring]
 	metrics  *metrics
-	hedge    hedgeDelay
+	classes  sync.Map // classKey → *class
 	stop     context.CancelFunc
 	done     chan struct{}
 	mu       sync.Mutex // guards peers
@@ -95,7 +95,6 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("--dispatch-upstream-addr %q: want static:///host:port,host:port,... or dns:///name:port", cfg.Upstream)
 	}
 	c := &Cluster{cfg: cfg, self: self, peers: map[string]*peer{}, metrics: newMetrics(cfg.Registerer), isStatic: scheme == "static", done: make(chan struct{})}
-	c.hedge.init()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if c.isStatic {
@@ -154,6 +153,15 @@ func (c *Cluster) Owner(h uint64) engine.Node {
 	}
 	c.metrics.remote.Inc()
 	return p
+}
+
+// class returns the hedging class of k's subproblems.
+func (c *Cluster) class(k classKey) *class {
+	if v, ok := c.classes.Load(k); ok {
+		return v.(*class)
+	}
+	v, _ := c.classes.LoadOrStore(k, &class{p95: map[*peer]time.Duration{}})
+	return v.(*class)
 }
 
 // Members returns the member addresses, this node's included, sorted.

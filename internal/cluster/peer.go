@@ -9,12 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/engine"
 )
 
 const (
-	// downAfter consecutive failed (or hedged-around) dispatches mark a peer down.
+	// downAfter consecutive failed dispatches mark a peer down.
 	downAfter = 3
 	// A down peer is probed with one real dispatch after probeFirst, and again after
 	// twice as long each time the probe fails, up to probeMax.
@@ -29,7 +31,6 @@ type peer struct {
 	addr string
 	conn *grpc.ClientConn
 	sem  chan struct{}
-	lat  latencies
 
 	mu       sync.Mutex
 	fails    int
@@ -37,13 +38,14 @@ type peer struct {
 	probeAt  time.Time
 	backoff  time.Duration
 	probing  bool
+	lat      map[*class]*window // guarded by mu
 	upMetric prometheus.Gauge
 	sent     prometheus.Counter
 	failed   prometheus.Counter
 }
 
 func newPeer(c *Cluster, addr string, conn *grpc.ClientConn) *peer {
-	p := &peer{c: c, addr: addr, conn: conn, sem: make(chan struct{}, c.cfg.ConcurrencyLimit)}
+	p := &peer{c: c, addr: addr, conn: conn, sem: make(chan struct{}, c.cfg.ConcurrencyLimit), lat: map[*class]*window{}}
 	p.upMetric = c.metrics.peerUp.WithLabelValues(addr)
 	p.upMetric.Set(1)
 	p.sent = c.metrics.sent.WithLabelValues(addr)
@@ -54,6 +56,11 @@ func newPeer(c *Cluster, addr string, conn *grpc.ClientConn) *peer {
 func (p *peer) close() {
 	p.conn.Close()
 	p.c.metrics.forget(p.addr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for cls := range p.lat {
+		cls.set(p, 0)
+	}
 }
 
 // available reports whether subproblems may go to p: it is up, or it is down and due
@@ -83,7 +90,7 @@ func (p *peer) succeeded() {
 	}
 }
 
-// failedOnce records a failed or hedged-around dispatch; enough in a row mark the
+// failedOnce records a failed dispatch; enough in a row mark the
 // peer down, and a failed probe doubles the wait before the next.
 func (p *peer) failedOnce() {
 	p.failed.Inc()
@@ -106,7 +113,9 @@ func (p *peer) failedOnce() {
 
 // Dispatch is engine.Node's. The peer answers unless it is busy (its dispatches in
 // flight are at the limit) or fails, when local does; if the peer has not answered
-// after the hedging delay, local starts too and the first answer wins.
+// after the hedging delay of the subproblem's class, local starts too and the first
+// answer wins. Only failures count against the peer: a hedge lost is not one, since a
+// subproblem that dispatches others is slower than those it dispatches.
 func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(context.Context) (*engine.Answers, error)) (*engine.Answers, error) {
 	select {
 	case p.sem <- struct{}{}:
@@ -117,6 +126,7 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 	defer func() { <-p.sem }()
 	p.sent.Inc()
 
+	cls := p.c.class(classKey{sp.ResourceType, sp.Relation})
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -125,7 +135,7 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 	}
 	hedged := make(chan answer, 1)
 	start := time.Now()
-	timer := time.AfterFunc(p.c.hedge.get(), func() {
+	timer := time.AfterFunc(cls.delay(), func() {
 		p.c.metrics.hedges.Inc()
 		a, err := local(rctx)
 		if err == nil {
@@ -134,13 +144,15 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 		hedged <- answer{a, err}
 	})
 	a, err := p.call(rctx, sp)
+	if err == nil {
+		timer.Stop()
+		cancel() // the peer won: a local hedge, if one started, stops
+		p.observe(cls, time.Since(start))
+		p.succeeded()
+		return a, nil
+	}
 	if timer.Stop() {
-		// No hedge was started: the peer's answer (or failure) decides.
-		if err == nil {
-			p.lat.add(time.Since(start), &p.c.hedge)
-			p.succeeded()
-			return a, nil
-		}
+		// No hedge was started: answer locally.
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -148,19 +160,15 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 		p.c.metrics.fallbacks.Inc()
 		return local(ctx)
 	}
-	if err == nil {
-		cancel() // the peer won: the local hedge stops
-		p.lat.add(time.Since(start), &p.c.hedge)
-		p.succeeded()
-		return a, nil
-	}
 	h := <-hedged
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	p.failedOnce() // slow or failed: a strike either way
 	if h.err == nil {
 		p.c.metrics.hedgesWon.Inc()
+		if status.Code(err) != codes.Canceled {
+			p.failedOnce() // the peer failed on its own, not because the hedge won
+		}
 	}
 	return h.a, h.err
 }
@@ -174,61 +182,82 @@ func (p *peer) call(ctx context.Context, sp *engine.Subproblem) (*engine.Answers
 	return decodeAnswers(resp)
 }
 
-// latencies keeps a peer's recent dispatch latencies and their 95th percentile.
-type latencies struct {
-	mu   sync.Mutex
-	ring [256]time.Duration
-	n    int
-	p95  atomic.Int64 // 0 until enough samples
-}
-
-// add records d, recomputing the percentile every 32 samples (and the cluster's
-// hedging delay with it).
-func (l *latencies) add(d time.Duration, h *hedgeDelay) {
-	l.mu.Lock()
-	l.ring[l.n%len(l.ring)] = d
-	l.n++
-	if l.n%32 != 0 {
-		l.mu.Unlock()
-		return
+// observe records how long the peer took to answer a subproblem of class cls.
+func (p *peer) observe(cls *class, d time.Duration) {
+	p.mu.Lock()
+	w := p.lat[cls]
+	if w == nil {
+		w = &window{}
+		p.lat[cls] = w
 	}
-	s := slices.Clone(l.ring[:min(l.n, len(l.ring))])
-	l.mu.Unlock()
-	slices.Sort(s)
-	l.p95.Store(int64(s[len(s)*95/100]))
-	h.update(time.Duration(l.p95.Load()))
+	p95, ok := w.add(d)
+	p.mu.Unlock()
+	if ok {
+		cls.set(p, p95)
+	}
 }
 
-// hedgeDelay is how long a dispatch may take before a local answer is started: the
-// lowest p95 among the peers (so a slow peer's latency does not set the bar for it),
-// never under hedgeMin. It is shared by all peers and decays toward new samples.
-type hedgeDelay struct {
-	d atomic.Int64
+// window is the recent latencies of one peer for one class of subproblems.
+type window struct {
+	ring [64]time.Duration
+	n    int
+}
+
+// add records d and, every 16 samples, returns the 95th percentile.
+func (w *window) add(d time.Duration) (time.Duration, bool) {
+	w.ring[w.n%len(w.ring)] = d
+	w.n++
+	if w.n%16 != 0 {
+		return 0, false
+	}
+	s := slices.Clone(w.ring[:min(w.n, len(w.ring))])
+	slices.Sort(s)
+	return s[len(s)*95/100], true
+}
+
+// classKey names a class of subproblems: those of one relation or permission. They
+// cost alike, so one class's latencies say when one of them is slow; a permission
+// that dispatches others takes longer than they do, so classes are not mixed.
+type classKey struct{ resourceType, relation string }
+
+// class is the hedging delay of a class of subproblems: the lowest p95 any peer shows
+// for it, so that a slow peer does not set the bar it is hedged by.
+type class struct {
+	d   atomic.Int64
+	mu  sync.Mutex
+	p95 map[*peer]time.Duration
 }
 
 const (
-	hedgeInitial = 20 * time.Millisecond // before any peer has a percentile
+	hedgeInitial = 20 * time.Millisecond // before any peer has a percentile for the class
 	hedgeMin     = time.Millisecond
 	hedgeMax     = time.Second
 )
 
-func (h *hedgeDelay) init() { h.d.Store(int64(hedgeInitial)) }
+func (c *class) delay() time.Duration {
+	if d := c.d.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return hedgeInitial
+}
 
-func (h *hedgeDelay) get() time.Duration { return time.Duration(h.d.Load()) }
-
-// update lowers the delay to a peer's new p95 when it is lower, and otherwise moves it
-// an eighth of the way up, so one fast peer's percentile holds the bar and a cluster
-// that slows as a whole raises it gradually.
-func (h *hedgeDelay) update(p95 time.Duration) {
-	p95 = min(max(p95, hedgeMin), hedgeMax)
-	for {
-		cur := h.d.Load()
-		next := int64(p95)
-		if next > cur {
-			next = cur + (next-cur)/8
-		}
-		if h.d.CompareAndSwap(cur, next) {
-			return
+// set records p's new percentile (0: forget p) and recomputes the delay.
+func (c *class) set(p *peer, p95 time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p95 == 0 {
+		delete(c.p95, p)
+	} else {
+		c.p95[p] = p95
+	}
+	lowest := time.Duration(0)
+	for _, d := range c.p95 {
+		if lowest == 0 || d < lowest {
+			lowest = d
 		}
 	}
+	if lowest > 0 {
+		lowest = min(max(lowest, hedgeMin), hedgeMax)
+	}
+	c.d.Store(int64(lowest))
 }

@@ -1,0 +1,462 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/engine/enginetest"
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// node is one in-process cluster member: its engine (own cache), its view of the
+// cluster and its dispatch service on loopback.
+type node struct {
+	c   *Cluster
+	eng *engine.Engine
+	g   *grpc.Server
+	lis net.Listener
+	reg *prometheus.Registry
+}
+
+// testCluster runs n nodes over st; schemas holds the schema the test uses at each
+// revision (dispatches may still be in flight, hedged, when the test moves on).
+type testCluster struct {
+	nodes   []*node
+	schemas sync.Map // store.Revision → *ir.Schema
+}
+
+// use records that the test reads at r under s.
+func (tc *testCluster) use(r store.Reader, s *ir.Schema) { tc.schemas.Store(r.Revision(), s) }
+
+func startCluster(t *testing.T, n int, st store.Store, delays ...time.Duration) *testCluster {
+	t.Helper()
+	tc := &testCluster{}
+	addrs := make([]string, n)
+	for i := range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = lis.Addr().String()
+		tc.nodes = append(tc.nodes, &node{lis: lis, reg: prometheus.NewRegistry()})
+	}
+	for i, nd := range tc.nodes {
+		c, err := New(Config{Addr: addrs[i], Upstream: "static:///" + strings.Join(addrs, ","), PresharedKey: "k", Registerer: nd.reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.c = c
+		nd.eng = engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16), Dispatcher: c})
+		var opts ServiceOptions
+		if i < len(delays) {
+			opts.Delay = delays[i]
+		}
+		nd.g = c.NewServer(func(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
+			r, err := st.Reader(ctx, sp.Revision)
+			if err != nil {
+				return nil, err
+			}
+			s, ok := tc.schemas.Load(sp.Revision)
+			if !ok {
+				return nil, fmt.Errorf("no schema at revision %d", sp.Revision)
+			}
+			return nd.eng.AnswerDispatched(ctx, s.(*ir.Schema), r, sp)
+		}, opts)
+		go func() { _ = nd.g.Serve(nd.lis) }()
+	}
+	t.Cleanup(func() {
+		for _, nd := range tc.nodes {
+			nd.stop()
+		}
+	})
+	return tc
+}
+
+// stop takes the node out: its service stops answering (as if killed).
+func (nd *node) stop() {
+	nd.g.Stop()
+	nd.c.Close()
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
+// TestClusterAnswersAsOneNode asks random checks of random schemas (caveats,
+// expiration, cycles) through every node of a 3-node cluster and of a single engine:
+// answers, missing parameters and depth errors must be the same.
+func TestClusterAnswersAsOneNode(t *testing.T) {
+	const schemas, checksPerSchema = 40, 30
+	ctx := context.Background()
+	single := engine.New(engine.Config{MaxDepth: 12})
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	tc := startCluster(t, 3, st)
+	compared := 0
+	for seed := range uint64(schemas) {
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.AllTraits)
+		src := g.Schema()
+		s, err := schema.Compile(src)
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		rels := g.Relationships(10+g.Rnd.IntN(30), now)
+		// Each schema gets a fresh store revision: remove the last one's data first.
+		if _, _, _, err := st.DeleteByFilter(ctx, nil, store.Filter{}, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		updates := make([]store.Update, len(rels))
+		for i, x := range rels {
+			updates[i] = store.Update{Op: store.Create, Relationship: x}
+		}
+		rev, err := st.Write(ctx, nil, updates, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader, err := st.Reader(ctx, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.use(reader, s)
+		var bulk []engine.CheckRequest
+		for range checksPerSchema {
+			d := g.Pick(g.Defs[1:])
+			perm := g.Pick(append(slices.Clone(g.Rels[d]), g.Perms[d]...))
+			subj := rel.SubjectRef{Object: g.Object("user")}
+			if g.Rnd.IntN(5) == 0 {
+				subj = g.SubjectSet()
+			}
+			req := engine.CheckRequest{Resource: g.Object(d), Permission: perm, Subject: subj, Context: g.Context()}
+			bulk = append(bulk, req)
+			want, wantErr := single.Check(ctx, s, reader, req)
+			for i, nd := range tc.nodes {
+				got, err := nd.eng.Check(ctx, s, reader, req)
+				if !sameAnswer(want, wantErr, got, err) {
+					t.Fatalf("seed %d node %d: %v:%v#%s@%v ctx %v: cluster %v %v %v, one node %v %v %v\nschema:\n%s\nrels:\n%s",
+						seed, i, req.Resource.Type, req.Resource.ID, perm, subj, req.Context, got.Membership, got.Missing, err,
+						want.Membership, want.Missing, wantErr, src, enginetest.Dump(rels))
+				}
+				compared++
+			}
+		}
+		want := single.CheckBulk(ctx, s, reader, bulk)
+		got := tc.nodes[int(seed)%3].eng.CheckBulk(ctx, s, reader, bulk)
+		for i := range want {
+			if !sameAnswer(want[i].Result, want[i].Err, got[i].Result, got[i].Err) {
+				t.Fatalf("seed %d bulk item %d: cluster %v %v, one node %v %v", seed, i, got[i].Result, got[i].Err, want[i].Result, want[i].Err)
+			}
+		}
+	}
+	for i, nd := range tc.nodes {
+		sent, received := counter(t, nd.reg, "latch_cluster_dispatch_sent_total"), counter(t, nd.reg, "latch_cluster_dispatch_received_total")
+		if sent == 0 || received == 0 {
+			t.Errorf("node %d sent %v and received %v dispatches: every node should do both", i, sent, received)
+		}
+		if f := counter(t, nd.reg, "latch_cluster_dispatch_failed_total"); f != 0 {
+			t.Errorf("node %d: %v dispatches failed in a healthy cluster", i, f)
+		}
+	}
+	t.Logf("%d checks compared", compared)
+}
+
+func sameAnswer(want engine.Result, wantErr error, got engine.Result, err error) bool {
+	if wantErr != nil || err != nil {
+		return errors.Is(err, wantErr) || (wantErr != nil && err != nil && err.Error() == wantErr.Error())
+	}
+	return want.Membership == got.Membership && slices.Equal(want.Missing, got.Missing)
+}
+
+// chain is a schema whose checks take several dispatched steps: doc#view through
+// folder parents to a group's members.
+const chain = `definition user {}
+definition group { relation member: user | group#member }
+definition folder {
+	relation parent: folder
+	relation viewer: group#member
+	permission view = viewer + parent->view
+}
+definition doc {
+	relation folder: folder
+	permission view = folder->view
+}`
+
+// chainData writes docs in nested folders viewable by a group's members, and returns
+// the reader and a check for each doc (half granted).
+func chainData(t *testing.T, st store.Store) (store.Reader, []engine.CheckRequest, []engine.Membership) {
+	t.Helper()
+	var updates []store.Update
+	add := func(s string) {
+		r, err := rel.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates = append(updates, store.Update{Op: store.Touch, Relationship: r})
+	}
+	add("group:eng#member@user:alice")
+	var reqs []engine.CheckRequest
+	var want []engine.Membership
+	for i := range 10 {
+		add(fmt.Sprintf("folder:f%d#parent@folder:f%d", i, i+1))
+		add(fmt.Sprintf("doc:d%d#folder@folder:f%d", i, i))
+		reqs = append(reqs, engine.CheckRequest{
+			Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprintf("d%d", i)}, Permission: "view",
+			Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "alice"}},
+		})
+	}
+	add("folder:f5#viewer@group:eng#member") // docs d0..d5 are viewable
+	for i := range 10 {
+		want = append(want, map[bool]engine.Membership{true: engine.HasPermission, false: engine.NoPermission}[i <= 5])
+	}
+	rev, err := st.Write(context.Background(), nil, updates, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Reader(context.Background(), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, reqs, want
+}
+
+func mustCompile(t *testing.T, src string) *ir.Schema {
+	t.Helper()
+	s, err := schema.Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkAll asks every check of eng and returns the longest it took.
+func checkAll(t *testing.T, eng *engine.Engine, s *ir.Schema, r store.Reader, reqs []engine.CheckRequest, want []engine.Membership) time.Duration {
+	t.Helper()
+	var longest time.Duration
+	for i, req := range reqs {
+		start := time.Now()
+		got, err := eng.Check(context.Background(), s, r, req)
+		longest = max(longest, time.Since(start))
+		if err != nil || got.Membership != want[i] {
+			t.Fatalf("%v: got %v %v, want %v", req.Resource, got.Membership, err, want[i])
+		}
+	}
+	return longest
+}
+
+// TestDeadPeerIsAnsweredForLocally stops one node: checks through the others stay
+// right, the dead node is marked down after a few failures, and its share is then
+// answered locally without trying it each time.
+func TestDeadPeerIsAnsweredForLocally(t *testing.T) {
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	s := mustCompile(t, chain)
+	tc := startCluster(t, 3, st)
+	r, reqs, want := chainData(t, st)
+	tc.use(r, s)
+	checkAll(t, tc.nodes[0].eng, s, r, reqs, want)
+	tc.nodes[2].stop()
+	// A new revision, so nothing is answered from the caches.
+	r2, reqs, want := chainData(t, st)
+	tc.use(r2, s)
+	checkAll(t, tc.nodes[0].eng, s, r2, reqs, want)
+	checkAll(t, tc.nodes[1].eng, s, r2, reqs, want)
+	dead := tc.nodes[2].lis.Addr().String()
+	for i, nd := range tc.nodes[:2] {
+		if up := testutil.ToFloat64(nd.c.metrics.peerUp.WithLabelValues(dead)); up != 0 {
+			t.Errorf("node %d still counts the dead peer as up", i)
+		}
+		if f := counter(t, nd.reg, "latch_cluster_dispatch_failed_total"); f < downAfter || f > 2*downAfter {
+			t.Errorf("node %d: %v failed dispatches; want the peer marked down after %d (and at most a probe or two more)", i, f, downAfter)
+		}
+	}
+}
+
+// TestSlowPeerIsHedged makes one node answer dispatches only after a second: checks
+// through the others are answered locally long before, and right.
+func TestSlowPeerIsHedged(t *testing.T) {
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	s := mustCompile(t, chain)
+	tc := startCluster(t, 3, st, time.Second)
+	for range 3 {
+		r, reqs, want := chainData(t, st) // a new revision each time: no cached answers
+		tc.use(r, s)
+		// A hedge starts after hedgeInitial (then the healthy peer's p95); a check
+		// that waited for the slow peer would take a second.
+		if longest := checkAll(t, tc.nodes[1].eng, s, r, reqs, want); longest > 500*time.Millisecond {
+			t.Errorf("a check took %v with a slow peer: hedging should have answered it locally", longest)
+		}
+	}
+	reg := tc.nodes[1].reg
+	if h, won := counter(t, reg, "latch_cluster_hedges_total"), counter(t, reg, "latch_cluster_hedges_won_total"); h == 0 || won == 0 {
+		t.Errorf("hedges %v, won %v: the slow peer should have been hedged around", h, won)
+	}
+	if f := counter(t, reg, "latch_cluster_dispatch_failed_total"); f != 0 {
+		t.Errorf("%v dispatches counted as failed: a slow peer is hedged, not failed", f)
+	}
+}
+
+// TestWrongKeyIsRefused: a node with another key is refused by the others' dispatch
+// services, and answers everything itself, right.
+func TestWrongKeyIsRefused(t *testing.T) {
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	s := mustCompile(t, chain)
+	tc := startCluster(t, 2, st)
+	tc.nodes[0].c.cfg.PresharedKey = "other"
+	for _, p := range tc.nodes[0].c.peers {
+		p.conn.Close()
+		conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer("other")),
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.conn = conn
+	}
+	r, reqs, want := chainData(t, st)
+	tc.use(r, s)
+	checkAll(t, tc.nodes[0].eng, s, r, reqs, want)
+	if e := counter(t, tc.nodes[1].reg, "latch_cluster_dispatch_received_errors_total"); e == 0 {
+		t.Errorf("the node with the right key answered dispatches carrying the wrong one")
+	}
+}
+
+// TestOwnersSpreadAndStay: rendezvous hashing gives each of 3 members about a third of
+// the subproblems, and removing one moves only that member's share.
+func TestOwnersSpreadAndStay(t *testing.T) {
+	mk := func(addrs ...string) *ring {
+		r := &ring{}
+		for _, a := range addrs {
+			r.members = append(r.members, member{addr: a, hash: memberHash(a), peer: &peer{addr: a}})
+		}
+		return r
+	}
+	three, two := mk("a:1", "b:1", "c:1"), mk("a:1", "b:1")
+	counts := map[string]int{}
+	const n = 30000
+	for i := range n {
+		h := mix(uint64(i) * 0x9e3779b97f4a7c15)
+		owner := three.owner(h).addr
+		counts[owner]++
+		if owner != "c:1" && two.owner(h).addr != owner {
+			t.Fatalf("key %d moved from %s though its owner stayed", i, owner)
+		}
+	}
+	for a, c := range counts {
+		if c < n/3-n/20 || c > n/3+n/20 {
+			t.Errorf("%s owns %d of %d subproblems; want about a third", a, c, n)
+		}
+	}
+}
+
+// TestDNSMembersFollowTheResolver: a dns:/// cluster takes its members from the
+// resolver, finds itself among them, and follows them as they change.
+func TestDNSMembersFollowTheResolver(t *testing.T) {
+	ips := []string{"127.0.0.1", "10.9.9.1"}
+	lookups := make(chan struct{}, 100)
+	c, err := New(Config{
+		Addr: ":7001", Upstream: "dns:///latch.test:7001", PresharedKey: "k", RefreshInterval: 10 * time.Millisecond,
+		LookupHost: func(_ context.Context, host string) ([]string, error) {
+			if host != "latch.test" {
+				return nil, fmt.Errorf("unexpected host %s", host)
+			}
+			select {
+			case lookups <- struct{}{}:
+			default:
+			}
+			return slices.Clone(ips), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Members(); !slices.Equal(got, []string{"10.9.9.1:7001", "127.0.0.1:7001"}) {
+		t.Fatalf("members %v", got)
+	}
+	if r := c.members.Load(); !r.hasSelf || len(c.peers) != 1 {
+		t.Fatalf("self found %v, peers %d: 127.0.0.1 is this machine, 10.9.9.1 a peer", r.hasSelf, len(c.peers))
+	}
+}
+
+// TestWireRoundTrip: subproblems and answers survive encoding, and damaged messages
+// are refused, never misread.
+func TestWireRoundTrip(t *testing.T) {
+	sp := &engine.Subproblem{
+		Revision: 42, ResourceType: "doc", Relation: "view", ResourceIDs: []string{"a", "b", "ü"},
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "group", ID: "eng"}, Relation: "member"},
+		Context: []byte(`{"x":1}`), Depth: 7,
+	}
+	got, err := decodeSubproblem(encodeSubproblem(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(sp) {
+		t.Fatalf("subproblem %+v came back as %+v", sp, got)
+	}
+	a := &engine.Answers{
+		States:  []engine.AnswerState{engine.AnswerNo, engine.AnswerConditional, engine.AnswerMaxDepth},
+		Missing: [][]string{nil, {"p", "q"}, nil}, Dispatched: 3, Cached: 9,
+	}
+	ga, err := decodeAnswers(encodeAnswers(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ga) != fmt.Sprint(a) {
+		t.Fatalf("answers %+v came back as %+v", a, ga)
+	}
+	enc := encodeSubproblem(sp)
+	for i := range len(enc) {
+		if _, err := decodeSubproblem(enc[:i]); err == nil {
+			t.Fatalf("a subproblem cut to %d of %d bytes decoded", i, len(enc))
+		}
+	}
+	if _, err := decodeAnswers([]byte{1, 9}); err == nil {
+		t.Fatal("an answer with state 9 decoded")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(encodeSubproblem(&engine.Subproblem{ResourceType: "d", Relation: "r", ResourceIDs: []string{"x"}})))
+	f.Add([]byte(encodeAnswers(&engine.Answers{States: []engine.AnswerState{engine.AnswerConditional}, Missing: [][]string{{"p"}}})))
+	f.Fuzz(func(_ *testing.T, b []byte) {
+		_, _ = decodeSubproblem(b)
+		_, _ = decodeAnswers(b)
+	})
+}
