@@ -29,6 +29,9 @@ var forbidden = map[string][]string{
 	"internal/tlsconfig": append(slices.Clone(offline), module+"internal/"),
 	"internal/relv1":     {"net/http", module + "internal/engine", module + "internal/schema", module + "internal/store", module + "internal/server", module + "internal/cli"},
 	"internal/server":    {module + "internal/cli"},
+	// The cluster carries the engine's subproblems between nodes over its own gRPC
+	// service: no API protos, no HTTP, no SQL, and nothing of the server or the CLI.
+	"internal/cluster": {"net/http", "database/sql", "github.com/jackc/pgx", "github.com/spf13/cobra", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
 	// The syntax tree sits below the checker and the IR; the compiled IR, which the
 	// engine imports, knows nothing of the syntax tree or of the compiler.
 	"internal/schema/ast": {module + "internal/"},
