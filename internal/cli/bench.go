@@ -183,12 +183,14 @@ func newBenchRunCommand(env Env) *cobra.Command {
 		Use:   "run WORKLOAD.yaml",
 		Short: "Run a workload file against a server and report rates and latencies",
 		Long: `Run a workload file (see workloads/ in the latch repository) against the server at
---endpoint, or against several (--endpoint HOST1:PORT,HOST2:PORT,...: the nodes of a
-cluster, all with the same token and TLS settings; each gets the same number of
-connections and each worker sends its calls to them in turn), or with --in-process against a latch started inside this process with the
+--endpoint, or with --in-process against a latch started inside this process with the
 memory datastore and loaded with the workload's data set first, or with --target empty
 against a gRPC server that answers every check with a constant (the ceiling of this
 machine and generator).
+
+--endpoint HOST1:PORT,HOST2:PORT,... drives the nodes of a cluster, all with the same
+token and TLS settings: each node gets the same number of connections, and each worker
+sends its calls to them in turn, so every node receives an equal share.
 
 Prints per-step rates, errors by gRPC code and latency percentiles for each measured
 phase; -o writes the JSON result (for latch bench compare), --html a self-contained report.`,
