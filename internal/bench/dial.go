@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,6 +60,57 @@ func Dial(e Endpoint, n int) ([]*grpc.ClientConn, error) {
 		conns = append(conns, c)
 	}
 	return conns, nil
+}
+
+// DialEach opens connections to every endpoint of es, the same number to each: n in
+// all, rounded up to a multiple of len(es) so that no endpoint gets more than another.
+// They are interleaved (es[0], es[1], …, es[0], es[1], …), so that taking them in turn,
+// as each worker does, visits every endpoint equally often, and the first is es[0]'s.
+func DialEach(es []Endpoint, n int) ([]*grpc.ClientConn, error) {
+	if len(es) == 0 {
+		return nil, errors.New("no endpoint to connect to")
+	}
+	per := (max(n, 1) + len(es) - 1) / len(es)
+	conns := make([]*grpc.ClientConn, per*len(es))
+	var opened []*grpc.ClientConn
+	for j, e := range es {
+		cs, err := Dial(e, per)
+		if err != nil {
+			CloseAll(opened)
+			return nil, err
+		}
+		opened = append(opened, cs...)
+		for i, c := range cs {
+			conns[i*len(es)+j] = c
+		}
+	}
+	return conns, nil
+}
+
+// rotor sends each call over the next of its connections in turn, starting at a
+// worker's own offset so that workers do not move in step. One worker's goroutine
+// uses it, so it needs no lock.
+type rotor struct {
+	conns []Conn
+	next  int
+}
+
+func newRotor(conns []Conn, offset int) *rotor {
+	return &rotor{conns: conns, next: offset % len(conns)}
+}
+
+func (r *rotor) pick() Conn {
+	c := r.conns[r.next]
+	r.next = (r.next + 1) % len(r.conns)
+	return c
+}
+
+func (r *rotor) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return r.pick().Invoke(ctx, method, args, reply, opts...)
+}
+
+func (r *rotor) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return r.pick().NewStream(ctx, desc, method, opts...)
 }
 
 // CloseAll closes conns.
@@ -131,12 +183,17 @@ func (emptyServer) CheckPermission(context.Context, *v1.CheckPermissionRequest) 
 // StartEmpty starts an empty gRPC server (CheckPermission returns a constant, every
 // other method is unimplemented) on 127.0.0.1:0.
 func StartEmpty() (e Endpoint, stop func(), err error) {
+	return serveLoopback(emptyServer{})
+}
+
+// serveLoopback serves svc alone on 127.0.0.1:0, without authentication.
+func serveLoopback(svc v1.PermissionsServiceServer) (e Endpoint, stop func(), err error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return e, nil, fmt.Errorf("listening for the empty server: %w", err)
 	}
 	g := grpc.NewServer()
-	v1.RegisterPermissionsServiceServer(g, emptyServer{})
+	v1.RegisterPermissionsServiceServer(g, svc)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

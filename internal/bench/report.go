@@ -191,7 +191,8 @@ figure{margin:1.5em 0}figcaption{font-weight:600;margin-bottom:.3em}
 </style></head><body>
 <h1>latch bench: {{.R.Workload}}</h1>
 <p>Target <b>{{.R.Target}}</b> · users {{.R.Users}} · started {{.R.Started.Format "2006-01-02 15:04:05 UTC"}} · GOMAXPROCS {{.R.GOMAXPROCS}}</p>
-{{range .R.Phases}}
+{{if gt (len .R.Endpoints) 1}}<p>Calls went round-robin over {{len .R.Endpoints}} endpoints: {{range $i, $e := .R.Endpoints}}{{if $i}}, {{end}}<b>{{$e}}</b>{{end}}</p>
+{{end}}{{range .R.Phases}}
 <section class="phase">
 <h2>Phase {{.Name}}</h2>
 <p>{{.Load}} · {{f1 .Duration}} s{{if .Scheduled}} · scheduled {{.Scheduled}} · <b>dropped {{.Dropped}}</b>{{end}}

@@ -18,9 +18,12 @@ const ResultVersion = 1
 // Result is a run's machine-readable outcome: latch bench run -o writes it, compare and
 // report read it.
 type Result struct {
-	Version    int           `json:"version"`
-	Workload   string        `json:"workload"`
-	Target     string        `json:"target"`
+	Version  int    `json:"version"`
+	Workload string `json:"workload"`
+	Target   string `json:"target"`
+	// Endpoints are the servers' addresses, several when the calls went round-robin
+	// over the nodes of a cluster.
+	Endpoints  []string      `json:"endpoints,omitempty"`
 	Users      int           `json:"users"`
 	Started    time.Time     `json:"started"`
 	GOMAXPROCS int           `json:"gomaxprocs"`

@@ -152,8 +152,12 @@ func (pr *phaseRun) schedule(ctx context.Context, starts chan<- struct{}) {
 
 // Options configure Run.
 type Options struct {
-	// Conns are the connections workers spread over (at least one).
+	// Conns are the connections every worker sends its calls over, each call over the
+	// next in turn (at least one); DialEach interleaves several endpoints' connections
+	// so that each endpoint gets an equal share of the calls.
 	Conns []Conn
+	// Endpoints are the addresses Conns reach, recorded in the result.
+	Endpoints []string
 	// Seed makes the request sequence of each worker reproducible.
 	Seed uint64
 	// Interval is the time series' resolution (default 1s).
@@ -185,10 +189,10 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Result, error) {
 		opt.Interval = time.Second
 	}
 	p := newPlan(w)
-	res := &Result{Workload: w.Name, Target: opt.Target, Started: time.Now().UTC(), GOMAXPROCS: runtime.GOMAXPROCS(0), Users: w.Users}
+	res := &Result{Workload: w.Name, Target: opt.Target, Endpoints: opt.Endpoints, Started: time.Now().UTC(), GOMAXPROCS: runtime.GOMAXPROCS(0), Users: w.Users}
 	seed := opt.Seed
 	for _, ph := range w.Phases {
-		newWorker := func(i int) worker { return newGRPCWorker(p, opt.Conns[i%len(opt.Conns)], seed, i) }
+		newWorker := func(i int) worker { return newGRPCWorker(p, newRotor(opt.Conns, i), seed, i) }
 		if opt.Permify != nil {
 			newWorker = func(i int) worker { return newPermifyWorker(p, opt.Permify, httpClient, seed, i) }
 		}

@@ -26,6 +26,9 @@ that speaks the SpiceDB API, then read the results as JSON, an HTML report or a 
   latch bench run workloads/social.yaml --endpoint HOST:PORT --token T -o social.json --html social.html
   latch bench compare before.json after.json
 
+--endpoint takes several addresses, separated by commas, to drive the nodes of a
+cluster: run sends each worker's calls to them in turn, gen loads the first.
+
 or, all in one process against latch's memory store:
 
   latch bench run workloads/social.yaml --in-process --users 10000 --html social.html`,
@@ -91,6 +94,7 @@ TOUCH otherwise, or with -o into a file of one relationship per line.
 		},
 	}
 	addClientFlags(cmd, &flags)
+	benchEndpointUsage(cmd)
 	fs := cmd.Flags()
 	fs.IntVar(&cfg.Users, "users", 100_000, "users in the data set (social: about 15 relationships each)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed: the same seed gives the same data")
@@ -114,32 +118,51 @@ func benchGen(ctx context.Context, cfg BenchGenConfig, env Env) error {
 		_, err = bench.WriteFile(f, ds, env.Err)
 		return errors.Join(err, f.Close())
 	}
-	conns, err := bench.Dial(endpointOf(cfg.Client), 1)
+	eps, err := endpointsOf(cfg.Client)
+	if err != nil {
+		return err
+	}
+	// The nodes of a cluster share one datastore: loading it through one node is enough.
+	conns, err := bench.Dial(eps[0], 1)
 	if err != nil {
 		return err
 	}
 	defer bench.CloseAll(conns)
 	_, err = bench.Load(ctx, conns[0], ds, cfg.Load)
 	if err != nil {
-		return rpcFailed("loading the data set", cfg.Client.Endpoint, err)
+		return rpcFailed("loading the data set", eps[0].Addr, err)
 	}
 	return nil
 }
 
-func endpointOf(c ClientConfig) bench.Endpoint {
-	return bench.Endpoint{Addr: c.Endpoint, Token: c.Token, TLS: c.TLS, CACert: c.CACert}
+// endpointsOf reads c.Endpoint as bench commands take it, a comma-separated list of
+// addresses, each reached with c's token and TLS settings.
+func endpointsOf(c ClientConfig) ([]bench.Endpoint, error) {
+	var eps []bench.Endpoint
+	for a := range strings.SplitSeq(c.Endpoint, ",") {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "":
+			return nil, fmt.Errorf("--endpoint %q has an empty address: separate addresses with single commas", c.Endpoint)
+		case slices.ContainsFunc(eps, func(e bench.Endpoint) bool { return e.Addr == a }):
+			return nil, fmt.Errorf("--endpoint lists %s twice: each node takes an equal share, so list each once", a)
+		}
+		eps = append(eps, bench.Endpoint{Addr: a, Token: c.Token, TLS: c.TLS, CACert: c.CACert})
+	}
+	return eps, nil
 }
 
 // BenchRunConfig is a `latch bench run` invocation.
 type BenchRunConfig struct {
 	Client   ClientConfig
 	Workload string
-	// Target is "server" (the --endpoint), "in-process" (a latch in this process, loaded
+	// Target is "server" (the --endpoint addresses), "in-process" (a latch in this process, loaded
 	// with the workload's data set) or "empty" (an in-process gRPC server that answers
 	// every check with a constant: the ceiling).
-	Target     string
-	Users      int // 0: the workload's
-	Seed       uint64
+	Target string
+	Users  int // 0: the workload's
+	Seed   uint64
+	// Conns is the number of gRPC connections, rounded up to an equal number per endpoint.
 	Conns      int
 	Output     string
 	HTML       string
@@ -164,6 +187,10 @@ func newBenchRunCommand(env Env) *cobra.Command {
 memory datastore and loaded with the workload's data set first, or with --target empty
 against a gRPC server that answers every check with a constant (the ceiling of this
 machine and generator).
+
+--endpoint HOST1:PORT,HOST2:PORT,... drives the nodes of a cluster, all with the same
+token and TLS settings: each node gets the same number of connections, and each worker
+sends its calls to them in turn, so every node receives an equal share.
 
 Prints per-step rates, errors by gRPC code and latency percentiles for each measured
 phase; -o writes the JSON result (for latch bench compare), --html a self-contained report.`,
@@ -194,12 +221,13 @@ phase; -o writes the JSON result (for latch bench compare), --html a self-contai
 		},
 	}
 	addClientFlags(cmd, &flags)
+	benchEndpointUsage(cmd)
 	fs := cmd.Flags()
 	fs.BoolVar(&inProcess, "in-process", false, "start a latch (memory datastore) in this process, load the data set and run against it")
 	fs.StringVar(&cfg.Target, "target", "server", "server (the --endpoint), in-process, or empty (a constant-answer gRPC server)")
 	fs.IntVar(&cfg.Users, "users", 0, "size of the user id space and data set (default: the workload's users)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed of the request sequences")
-	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections to spread the workers over")
+	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections the calls go over in turn, rounded up to the same number per endpoint")
 	fs.StringVarP(&cfg.Output, "output", "o", "", "write the JSON result here")
 	fs.StringVar(&cfg.HTML, "html", "", "write the HTML report here")
 	fs.StringVar(&cfg.MetricsURL, "metrics-url", "", "the server's Prometheus metrics URL, scraped around each phase (CPU, cache hit ratio)")
@@ -230,12 +258,12 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 			Permify: &bench.PermifyTarget{URL: cfg.PermifyURL, Tenant: cfg.Tenant, Token: cfg.Client.Token},
 		}, env)
 	}
-	ep, stop, err := benchTarget(ctx, cfg, w, env)
+	eps, stop, err := benchTarget(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	conns, err := bench.Dial(ep, cfg.Conns)
+	conns, err := bench.DialEach(eps, cfg.Conns)
 	if err != nil {
 		return err
 	}
@@ -245,7 +273,18 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 			return err
 		}
 	}
-	return runAndReport(ctx, cfg, w, bench.Options{Conns: bench.Conns(conns), Seed: cfg.Seed, Target: targetName(cfg, ep), MetricsURL: cfg.MetricsURL}, env)
+	addrs := make([]string, len(eps))
+	for i, e := range eps {
+		addrs[i] = e.Addr
+	}
+	return runAndReport(ctx, cfg, w, bench.Options{
+		Conns: bench.Conns(conns), Endpoints: addrs, Seed: cfg.Seed, Target: targetName(cfg, addrs), MetricsURL: cfg.MetricsURL,
+	}, env)
+}
+
+// benchEndpointUsage says in cmd's help that its --endpoint takes a list.
+func benchEndpointUsage(cmd *cobra.Command) {
+	cmd.PersistentFlags().Lookup("endpoint").Usage = "server gRPC address, or several separated by commas: the nodes of a cluster (env LATCH_ENDPOINT)"
 }
 
 func runAndReport(ctx context.Context, cfg BenchRunConfig, w *bench.Workload, opt bench.Options, env Env) error {
@@ -260,26 +299,34 @@ func runAndReport(ctx context.Context, cfg BenchRunConfig, w *bench.Workload, op
 	return writeOutputs(cfg, res)
 }
 
-func benchTarget(ctx context.Context, cfg BenchRunConfig, w *bench.Workload, env Env) (bench.Endpoint, func(), error) {
+func benchTarget(ctx context.Context, cfg BenchRunConfig) ([]bench.Endpoint, func(), error) {
+	var (
+		ep   bench.Endpoint
+		stop func()
+		err  error
+	)
 	switch cfg.Target {
 	case "server":
-		return endpointOf(cfg.Client), func() {}, nil
+		eps, err := endpointsOf(cfg.Client)
+		return eps, func() {}, err
 	case "in-process":
-		return bench.StartLatch(ctx)
+		ep, stop, err = bench.StartLatch(ctx)
 	case "empty":
-		return bench.StartEmpty()
+		ep, stop, err = bench.StartEmpty()
+	default:
+		return nil, nil, fmt.Errorf("--target %q: want server, in-process or empty", cfg.Target)
 	}
-	return bench.Endpoint{}, nil, fmt.Errorf("--target %q: want server, in-process or empty", cfg.Target)
+	return []bench.Endpoint{ep}, stop, err
 }
 
-func targetName(cfg BenchRunConfig, ep bench.Endpoint) string {
+func targetName(cfg BenchRunConfig, addrs []string) string {
 	switch cfg.Target {
 	case "in-process":
 		return "latch in-process (memory datastore)"
 	case "empty":
 		return "empty gRPC server (constant CheckPermission)"
 	}
-	return ep.Addr
+	return strings.Join(addrs, ", ")
 }
 
 func loadInProcess(ctx context.Context, conn bench.Conn, w *bench.Workload, env Env) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -205,5 +206,66 @@ func TestBenchRunErrors(t *testing.T) {
 	}
 	if r := latch(t, "bench", "compare", bad, bad); r.code != 1 || !strings.Contains(r.err, "not a latch bench result") {
 		t.Errorf("compare of a non-result: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// clusterWorkload checks the permify data set's content.
+const clusterWorkload = `name: cluster
+users: 100
+generators:
+  content: {dist: uniform}
+  user: {dist: uniform}
+steps:
+  - {name: check, type: check, resource: "content:{content}", permission: view, subject: "user:{user}"}
+phases:
+  - {name: steady, duration: 300ms, closed: {in_flight: 4}}
+`
+
+func TestBenchOverSeveralEndpoints(t *testing.T) {
+	const key = "cluster-key"
+	a, b := startServer(t, key), startServer(t, key)
+	both := a + "," + b
+	for _, bad := range []string{a + ",," + b, both + "," + a} {
+		if r := latch(t, "bench", "gen", "permify", "--users", "10", "--endpoint", bad, "--token", key); r.code != 1 || !strings.Contains(r.err, "--endpoint") {
+			t.Errorf("bench gen --endpoint %s: exit %d, stderr %q; want a complaint about --endpoint", bad, r.code, r.err)
+		}
+	}
+
+	// gen loads the first node only: a cluster's nodes share one datastore.
+	if r := latch(t, "bench", "gen", "permify", "--users", "100", "--endpoint", both, "--token", key); r.code != 0 {
+		t.Fatalf("bench gen --endpoint %s: %s", both, r.err)
+	}
+	if r := latch(t, "schema", "read", "--endpoint", b, "--token", key); r.code == 0 {
+		t.Errorf("bench gen wrote a schema into the second endpoint too:\n%s", r.out)
+	}
+	if r := latch(t, "bench", "gen", "permify", "--users", "100", "--endpoint", b, "--token", key); r.code != 0 {
+		t.Fatalf("bench gen --endpoint %s: %s", b, r.err)
+	}
+
+	dir := t.TempDir()
+	wl, jsonPath, htmlPath := filepath.Join(dir, "w.yaml"), filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	if err := os.WriteFile(wl, []byte(clusterWorkload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := latch(t, "bench", "run", wl, "-q", "--endpoint", " "+a+", "+b, "--token", key, "-o", jsonPath, "--html", htmlPath)
+	if r.code != 0 {
+		t.Fatalf("bench run over %s: exit %d\n%s", both, r.code, r.err)
+	}
+	res, err := bench.ReadResult(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot := res.Phases[0].Total; tot.Count == 0 || len(tot.Errors) > 0 {
+		t.Errorf("over both endpoints: %d answers, errors %v", tot.Count, tot.Errors)
+	}
+	if !slices.Equal(res.Endpoints, []string{a, b}) || res.Target != a+", "+b {
+		t.Errorf("result records target %q, endpoints %v; want both, %s first", res.Target, res.Endpoints, a)
+	}
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "round-robin over 2 endpoints: <b>" + a + "</b>, <b>" + b + "</b>"; !strings.Contains(string(page), want) {
+		t.Errorf("the report does not say %q", want)
 	}
 }
