@@ -87,7 +87,17 @@ func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req Ch
 		if err := validateCheck(s, req); err != nil {
 			return Result{}, err
 		}
-		if ev := e.evaluatorFor(s, r, req.Subject, req.Context); ev.shared.c != nil {
+		if ev := e.evaluatorFor(s, r, req.Subject, req.Context); ev.routing != nil {
+			// In a cluster the check's owner answers it, from its cache, sharing it
+			// among identical dispatches: asking this node's cache first would miss
+			// for every check another node owns.
+			relation := s.Definition(req.Resource.Type).Relation(req.Permission)
+			res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
+			if err != nil {
+				return Result{}, err
+			}
+			return toResult(res.get(req.Resource.ID))
+		} else if ev.shared.c != nil {
 			return e.checkShared(ctx, ev, req)
 		}
 	}

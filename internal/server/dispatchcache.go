@@ -26,6 +26,13 @@ func newDispatchCache(maxBytes int64, m *metrics) *cache.Cache {
 			stat(func(s cache.Stats) float64 { return float64(s.Evictions) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("bytes", "Memory the cache holds (fixed at start).")),
 			stat(func(s cache.Stats) float64 { return float64(s.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("hit_ratio", "Share of the subproblems looked up since start that the cache answered.")),
+			stat(func(s cache.Stats) float64 {
+				if s.Hits+s.Misses == 0 {
+					return 0
+				}
+				return float64(s.Hits) / float64(s.Hits+s.Misses)
+			})),
 	)
 	return c
 }
