@@ -386,19 +386,23 @@ func TestOwnersSpreadAndStay(t *testing.T) {
 }
 
 // TestDNSMembersFollowTheResolver: a dns:/// cluster takes its members from the
-// resolver, finds itself among them, and follows them as they change.
+// resolver, finds itself among them, and follows them as they change; a failed lookup
+// keeps the members it had.
 func TestDNSMembersFollowTheResolver(t *testing.T) {
-	ips := []string{"127.0.0.1", "10.9.9.1"}
-	lookups := make(chan struct{}, 100)
+	var mu sync.Mutex
+	ips, fail := []string{"127.0.0.1", "10.9.9.1"}, false
+	set := func(next []string, f bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		ips, fail = next, f
+	}
 	c, err := New(Config{
-		Addr: ":7001", Upstream: "dns:///latch.test:7001", PresharedKey: "k", RefreshInterval: 10 * time.Millisecond,
+		Addr: ":7001", Upstream: "dns:///latch.test:7001", PresharedKey: "k", RefreshInterval: 5 * time.Millisecond,
 		LookupHost: func(_ context.Context, host string) ([]string, error) {
-			if host != "latch.test" {
-				return nil, fmt.Errorf("unexpected host %s", host)
-			}
-			select {
-			case lookups <- struct{}{}:
-			default:
+			mu.Lock()
+			defer mu.Unlock()
+			if host != "latch.test" || fail {
+				return nil, fmt.Errorf("no such host %s", host)
 			}
 			return slices.Clone(ips), nil
 		},
@@ -413,6 +417,21 @@ func TestDNSMembersFollowTheResolver(t *testing.T) {
 	if r := c.members.Load(); !r.hasSelf || len(c.peers) != 1 {
 		t.Fatalf("self found %v, peers %d: 127.0.0.1 is this machine, 10.9.9.1 a peer", r.hasSelf, len(c.peers))
 	}
+	waitMembers := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !slices.Equal(c.Members(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("members %v, want %v", c.Members(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	set([]string{"127.0.0.1", "10.9.9.2", "10.9.9.3"}, false)
+	waitMembers("10.9.9.2:7001", "10.9.9.3:7001", "127.0.0.1:7001")
+	set(nil, true)
+	time.Sleep(50 * time.Millisecond)
+	waitMembers("10.9.9.2:7001", "10.9.9.3:7001", "127.0.0.1:7001")
 }
 
 // TestWireRoundTrip: subproblems and answers survive encoding, and damaged messages
@@ -459,4 +478,29 @@ func FuzzDecode(f *testing.F) {
 		_, _ = decodeSubproblem(b)
 		_, _ = decodeAnswers(b)
 	})
+}
+
+// TestBadConfigurationsAreNamed: a configuration that cannot work is refused with the
+// flag at fault.
+func TestBadConfigurationsAreNamed(t *testing.T) {
+	for _, tc := range []struct {
+		addr, upstream, want string
+	}{
+		{"127.0.0.1:7001", "127.0.0.1:7001", "--dispatch-upstream-addr"},
+		{"127.0.0.1:7001", "consul:///x:1", "--dispatch-upstream-addr"},
+		{"127.0.0.1:7001", "static:///", "--dispatch-upstream-addr"},
+		{"127.0.0.1:7001", "static:///127.0.0.1:7002,nohost", "member \"nohost\""},
+		{"127.0.0.1:7001", "static:///127.0.0.1:7002,127.0.0.1:7003", "--dispatch-cluster-addr 127.0.0.1:7001 is not among the members"},
+		{"7001", "static:///127.0.0.1:7001", "--dispatch-cluster-addr"},
+	} {
+		c, err := New(Config{Addr: tc.addr, Upstream: tc.upstream, PresharedKey: "k"})
+		if err == nil {
+			c.Close()
+			t.Errorf("%s / %s: accepted", tc.addr, tc.upstream)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s / %s: %v; want it to name %s", tc.addr, tc.upstream, err, tc.want)
+		}
+	}
 }

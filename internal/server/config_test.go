@@ -30,6 +30,9 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{Config{HTTPTLSKeyPath: "key.pem"}, "--http-tls-cert-path and --http-tls-key-path go together"},
 		{Config{NoAuth: true, HTTPAddr: "0.0.0.0:8443"}, `http address "0.0.0.0:8443" is not a loopback address: set a preshared key instead of --insecure-no-auth`},
 		{Config{NoAuth: true, PresharedKeys: []string{"k"}}, "--insecure-no-auth and --grpc-preshared-key contradict each other"},
+		{Config{PresharedKeys: []string{"k"}, Cluster: ClusterConfig{Enabled: true, Addr: ":50053", Upstream: "static:///a:1"}}, "needs a datastore the nodes share (postgres or cockroachdb), not pebble"},
+		{Config{NoAuth: true, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true, Addr: ":50053", Upstream: "static:///a:1"}}, "needs --dispatch-cluster-preshared-key"},
+		{Config{PresharedKeys: []string{"k"}, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true}}, "needs --dispatch-upstream-addr"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
