@@ -130,6 +130,10 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	fs.StringVar(&cfg.Cluster.Upstream, "dispatch-upstream-addr", "", "the cluster's members: static:///host:port,host:port,... or dns:///name:port (every A/AAAA record, re-resolved)")
 	fs.StringVar(&cfg.Cluster.PresharedKey, "dispatch-cluster-preshared-key", "", "bearer token nodes present to each other's dispatch service (env LATCH_DISPATCH_CLUSTER_PRESHARED_KEY; default: the first --grpc-preshared-key)")
 	fs.IntVar(&cfg.Cluster.ConcurrencyLimit, "dispatch-concurrency-limit", cluster.DefaultConcurrencyLimit, "dispatches in flight to one peer; past it, subproblems are answered locally")
+	fs.DurationVar(&cfg.Cluster.Timeout, "dispatch-upstream-timeout", cluster.DefaultTimeout, "longest one dispatch to a peer may take; past it the subproblem is answered locally")
+	fs.StringVar(&cfg.Cluster.TLSCertPath, "dispatch-cluster-tls-cert-path", "", "PEM certificate to serve the dispatch service over TLS with (reloaded when the file changes); peers are then dialed over TLS too")
+	fs.StringVar(&cfg.Cluster.TLSKeyPath, "dispatch-cluster-tls-key-path", "", "PEM private key of --dispatch-cluster-tls-cert-path")
+	fs.StringVar(&cfg.Cluster.UpstreamCAPath, "dispatch-upstream-ca-path", "", "PEM certificate authorities peers' dispatch certificates are verified with (dials peers over TLS; default: the system's)")
 	fs.DurationVar(&cfg.Cluster.TestDelay, "dispatch-cluster-test-delay", 0, "test hook: hold every dispatch this node answers this long, making it a slow peer")
 	if err := fs.MarkHidden("dispatch-cluster-test-delay"); err != nil {
 		panic(err)

@@ -9,6 +9,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +22,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/latch-authz/latch/internal/engine"
 )
@@ -31,6 +34,8 @@ const (
 	DefaultConcurrencyLimit = 50
 	// DefaultRefreshInterval is how often a dns:/// target is resolved again.
 	DefaultRefreshInterval = 5 * time.Second
+	// DefaultTimeout is SpiceDB's --dispatch-upstream-timeout.
+	DefaultTimeout = time.Minute
 )
 
 // Config describes this node's place in a cluster.
@@ -49,6 +54,13 @@ type Config struct {
 	ConcurrencyLimit int
 	// RefreshInterval is how often a dns:/// target is resolved (0: the default).
 	RefreshInterval time.Duration
+	// Timeout bounds one dispatch; past it the dispatch has failed and is answered
+	// locally (0: DefaultTimeout).
+	Timeout time.Duration
+	// ServerTLS, if not nil, serves the dispatch service over TLS; ClientTLS, if not
+	// nil, dials the peers over TLS, verifying each against the name it was found by
+	// (the dns:/// name, or a static member's host).
+	ServerTLS, ClientTLS *tls.Config
 	// LookupHost resolves a name to addresses (nil: the system resolver).
 	LookupHost func(ctx context.Context, host string) ([]string, error)
 	// Registerer receives the cluster's metrics (nil: none are registered).
@@ -67,7 +79,9 @@ type Cluster struct {
 	done     chan struct{}
 	mu       sync.Mutex // guards peers
 	peers    map[string]*peer
-	isStatic bool
+	// dnsName is the name of a dns:/// target ("" for a static list): peers found by it
+	// present certificates for it.
+	dnsName string
 }
 
 // New joins the cluster cfg describes: it resolves the members once (a static list
@@ -79,6 +93,9 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = DefaultRefreshInterval
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.LookupHost == nil {
 		cfg.LookupHost = net.DefaultResolver.LookupHost
@@ -94,10 +111,10 @@ func New(cfg Config) (*Cluster, error) {
 	if !ok || rest == "" || (scheme != "static" && scheme != "dns") {
 		return nil, fmt.Errorf("--dispatch-upstream-addr %q: want static:///host:port,host:port,... or dns:///name:port", cfg.Upstream)
 	}
-	c := &Cluster{cfg: cfg, self: self, peers: map[string]*peer{}, metrics: newMetrics(cfg.Registerer), isStatic: scheme == "static", done: make(chan struct{})}
+	c := &Cluster{cfg: cfg, self: self, peers: map[string]*peer{}, metrics: newMetrics(cfg.Registerer), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if c.isStatic {
+	if scheme == "static" {
 		addrs := strings.Split(rest, ",")
 		for _, a := range addrs {
 			if _, _, err := net.SplitHostPort(a); err != nil {
@@ -117,6 +134,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--dispatch-upstream-addr %q: %v", cfg.Upstream, err)
 	}
+	c.dnsName = host
 	if err := c.resolve(ctx, host, port); err != nil {
 		// A headless service has no records until its first pod is ready: start with no
 		// peers and keep resolving.
@@ -252,10 +270,21 @@ func (c *Cluster) setMembers(ctx context.Context, addrs []string) {
 }
 
 func (c *Cluster) dial(addr string) (*peer, error) {
+	creds := insecure.NewCredentials()
+	if c.cfg.ClientTLS != nil {
+		cfg := c.cfg.ClientTLS.Clone()
+		if cfg.ServerName, _, _ = net.SplitHostPort(addr); c.dnsName != "" {
+			cfg.ServerName = c.dnsName
+		}
+		creds = credentials.NewTLS(cfg)
+	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(bearer(c.cfg.PresharedKey)),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(bearer{key: c.cfg.PresharedKey, secure: c.cfg.ClientTLS != nil}),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{})),
+		// Pings find a peer that vanished without closing its connections (a partition,
+		// a powered-off machine) in seconds, so its dispatches fail and it is marked down.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	)
 	if err != nil {
 		return nil, err
@@ -263,14 +292,24 @@ func (c *Cluster) dial(addr string) (*peer, error) {
 	return newPeer(c, addr, conn), nil
 }
 
-// bearer sends the cluster's preshared key with every dispatch.
-type bearer string
+// keepaliveTime is how long a connection to a peer may be idle before it is pinged;
+// keepaliveTimeout how long a ping may go unanswered before the connection is dropped.
+const (
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 5 * time.Second
+)
 
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+// bearer sends the cluster's preshared key with every dispatch.
+type bearer struct {
+	key    string
+	secure bool
 }
 
-func (bearer) RequireTransportSecurity() bool { return false }
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.key}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
 // ring is one membership: rendezvous hashing gives each subproblem the member whose
 // hash mixed with the subproblem's scores highest, so a member joining or leaving moves

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"crypto/tls"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +28,8 @@ import (
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
+	"github.com/latch-authz/latch/internal/tlsconfig"
+	"github.com/latch-authz/latch/internal/tlsconfig/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,6 +56,17 @@ func (tc *testCluster) use(r store.Reader, s *ir.Schema) { tc.schemas.Store(r.Re
 
 func startCluster(t *testing.T, n int, st store.Store, delays ...time.Duration) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, st, func(i int, _ *Config, opts *ServiceOptions) {
+		if i < len(delays) {
+			opts.Delay = delays[i]
+		}
+	})
+}
+
+// startClusterWith is startCluster with each node's configuration and service options
+// adjusted by adjust.
+func startClusterWith(t *testing.T, n int, st store.Store, adjust func(i int, cfg *Config, opts *ServiceOptions)) *testCluster {
+	t.Helper()
 	tc := &testCluster{}
 	addrs := make([]string, n)
 	for i := range n {
@@ -63,16 +78,15 @@ func startCluster(t *testing.T, n int, st store.Store, delays ...time.Duration) 
 		tc.nodes = append(tc.nodes, &node{lis: lis, reg: prometheus.NewRegistry()})
 	}
 	for i, nd := range tc.nodes {
-		c, err := New(Config{Addr: addrs[i], Upstream: "static:///" + strings.Join(addrs, ","), PresharedKey: "k", Registerer: nd.reg})
+		cfg := Config{Addr: addrs[i], Upstream: "static:///" + strings.Join(addrs, ","), PresharedKey: "k", Registerer: nd.reg}
+		var opts ServiceOptions
+		adjust(i, &cfg, &opts)
+		c, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		nd.c = c
 		nd.eng = engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16), Dispatcher: c})
-		var opts ServiceOptions
-		if i < len(delays) {
-			opts.Delay = delays[i]
-		}
 		nd.g = c.NewServer(func(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
 			r, err := st.Reader(ctx, sp.Revision)
 			if err != nil {
@@ -342,7 +356,7 @@ func TestWrongKeyIsRefused(t *testing.T) {
 	tc.nodes[0].c.cfg.PresharedKey = "other"
 	for _, p := range tc.nodes[0].c.peers {
 		p.conn.Close()
-		conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer("other")),
+		conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer{key: "other"}),
 			grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{})))
 		if err != nil {
 			t.Fatal(err)
@@ -354,6 +368,44 @@ func TestWrongKeyIsRefused(t *testing.T) {
 	checkAll(t, tc.nodes[0].eng, s, r, reqs, want)
 	if e := counter(t, tc.nodes[1].reg, "latch_cluster_dispatch_received_errors_total"); e == 0 {
 		t.Errorf("the node with the right key answered dispatches carrying the wrong one")
+	}
+}
+
+// TestDispatchOverTLS: nodes serving and dialing over TLS with a private CA dispatch
+// to each other; a node that dials without TLS is refused and answers for itself.
+func TestDispatchOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir)
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca.Issue(t, certPath, keyPath)
+	pair, err := tlsconfig.Load(certPath, keyPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	s := mustCompile(t, chain)
+	tc := startClusterWith(t, 3, st, func(i int, cfg *Config, _ *ServiceOptions) {
+		cfg.ServerTLS = pair.Server()
+		if i < 2 { // node 2 dials in plaintext
+			cfg.ClientTLS = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+		}
+	})
+	r, reqs, want := chainData(t, st)
+	tc.use(r, s)
+	for _, nd := range tc.nodes {
+		checkAll(t, nd.eng, s, r, reqs, want)
+	}
+	for i, nd := range tc.nodes[:2] {
+		if f := counter(t, nd.reg, "latch_cluster_dispatch_failed_total"); f != 0 {
+			t.Errorf("node %d: %v dispatches over TLS failed", i, f)
+		}
+		if sent := counter(t, nd.reg, "latch_cluster_dispatch_sent_total"); sent == 0 {
+			t.Errorf("node %d sent no dispatches", i)
+		}
+	}
+	if f := counter(t, tc.nodes[2].reg, "latch_cluster_dispatch_failed_total"); f == 0 {
+		t.Error("a node dialing TLS peers in plaintext was answered")
 	}
 }
 

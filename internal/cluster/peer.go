@@ -127,7 +127,7 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 	p.sent.Inc()
 
 	cls := p.c.class(classKey{sp.ResourceType, sp.Relation})
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithTimeout(ctx, p.c.cfg.Timeout)
 	defer cancel()
 	type answer struct {
 		a   *engine.Answers
@@ -167,7 +167,7 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 	if h.err == nil {
 		p.c.metrics.hedgesWon.Inc()
 		if status.Code(err) != codes.Canceled {
-			p.failedOnce() // the peer failed on its own, not because the hedge won
+			p.failedOnce() // the peer failed (or timed out) on its own, not because the hedge won
 		}
 	}
 	return h.a, h.err

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -32,7 +34,14 @@ type ServiceOptions struct {
 // answered once.
 func (c *Cluster) NewServer(h Handler, opts ServiceOptions) *grpc.Server {
 	s := &service{h: h, key: "Bearer " + c.cfg.PresharedKey, m: c.metrics, delay: opts.Delay}
-	g := grpc.NewServer(grpc.ForceServerCodec(codec{}))
+	gopts := []grpc.ServerOption{
+		grpc.ForceServerCodec(codec{}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2}),
+	}
+	if c.cfg.ServerTLS != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(c.cfg.ServerTLS)))
+	}
+	g := grpc.NewServer(gopts...)
 	g.RegisterService(&grpc.ServiceDesc{
 		ServiceName: serviceName,
 		HandlerType: (*any)(nil),

@@ -2,12 +2,16 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/tlsconfig"
 )
 
 // checkCluster reports what keeps the cluster configuration from working.
@@ -22,6 +26,7 @@ func (c Config) checkCluster() error {
 	if c.clusterKey() == "" {
 		errs = append(errs, errors.New("--dispatch-cluster-enabled needs --dispatch-cluster-preshared-key (or --grpc-preshared-key, which it defaults to): dispatches are authenticated"))
 	}
+	errs = append(errs, checkTLSPair("dispatch-cluster", c.Cluster.TLSCertPath, c.Cluster.TLSKeyPath))
 	if c.Datastore == nil && c.DatastoreEngine != "postgres" && c.DatastoreEngine != "cockroachdb" {
 		errs = append(errs, fmt.Errorf("--dispatch-cluster-enabled needs a datastore the nodes share (postgres or cockroachdb), not %s", c.DatastoreEngine))
 	}
@@ -30,10 +35,32 @@ func (c Config) checkCluster() error {
 
 // joinCluster joins the cluster and binds the dispatch service's listener.
 func (s *Server) joinCluster() error {
-	cl, err := cluster.New(cluster.Config{
-		Addr: s.cfg.Cluster.Addr, Upstream: s.cfg.Cluster.Upstream, PresharedKey: s.cfg.clusterKey(),
-		ConcurrencyLimit: s.cfg.Cluster.ConcurrencyLimit, Registerer: s.metrics.registry, Logger: s.cfg.Logger,
-	})
+	cc := s.cfg.Cluster
+	ccfg := cluster.Config{
+		Addr: cc.Addr, Upstream: cc.Upstream, PresharedKey: s.cfg.clusterKey(), ConcurrencyLimit: cc.ConcurrencyLimit,
+		Timeout: cc.Timeout, Registerer: s.metrics.registry, Logger: s.cfg.Logger,
+	}
+	if cc.TLSCertPath != "" {
+		pair, err := tlsconfig.Load(cc.TLSCertPath, cc.TLSKeyPath, func(err error) { s.cfg.Logger.Warn("dispatch TLS certificate", "err", err) })
+		if err != nil {
+			return fmt.Errorf("dispatch listener: %w", err)
+		}
+		ccfg.ServerTLS = pair.Server()
+	}
+	if cc.TLSCertPath != "" || cc.UpstreamCAPath != "" {
+		ccfg.ClientTLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if cc.UpstreamCAPath != "" {
+			pem, err := os.ReadFile(cc.UpstreamCAPath)
+			if err != nil {
+				return fmt.Errorf("--dispatch-upstream-ca-path: %w", err)
+			}
+			ccfg.ClientTLS.RootCAs = x509.NewCertPool()
+			if !ccfg.ClientTLS.RootCAs.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--dispatch-upstream-ca-path %s holds no PEM certificate", cc.UpstreamCAPath)
+			}
+		}
+	}
+	cl, err := cluster.New(ccfg)
 	if err != nil {
 		return err
 	}

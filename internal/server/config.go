@@ -146,6 +146,14 @@ type ClusterConfig struct {
 	PresharedKey string
 	// ConcurrencyLimit bounds the dispatches in flight to one peer (0: the default).
 	ConcurrencyLimit int
+	// Timeout bounds one dispatch (0: the default, a minute); past it the dispatch is
+	// answered locally.
+	Timeout time.Duration
+	// TLSCertPath and TLSKeyPath serve the dispatch service over TLS (reloaded when the
+	// files change); UpstreamCAPath is the CA peers' certificates are verified with.
+	// Either makes this node dial its peers over TLS (with the system's CAs when
+	// UpstreamCAPath is empty).
+	TLSCertPath, TLSKeyPath, UpstreamCAPath string
 	// TestDelay holds every dispatch this node answers this long: a test hook that
 	// makes it a slow peer.
 	TestDelay time.Duration
