@@ -70,15 +70,15 @@ type Config struct {
 
 // Cluster is this node's view of the cluster: an engine.Dispatcher.
 type Cluster struct {
-	cfg      Config
-	self     selfAddr
-	members  atomic.Pointer[ring]
-	metrics  *metrics
-	classes  sync.Map // classKey → *class
-	stop     context.CancelFunc
-	done     chan struct{}
-	mu       sync.Mutex // guards peers
-	peers    map[string]*peer
+	cfg     Config
+	self    selfAddr
+	members atomic.Pointer[ring]
+	metrics *metrics
+	classes sync.Map // classKey → *class
+	stop    context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex // guards peers
+	peers   map[string]*peer
 	// dnsName is the name of a dns:/// target ("" for a static list): peers found by it
 	// present certificates for it.
 	dnsName string

@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"crypto/tls"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
