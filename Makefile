@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 TOOL     := $(GO) tool -modfile=tools/go.mod
 
-.PHONY: all build test vet unit postgres chromium fuzz lint fmt clean
+.PHONY: all build test vet unit postgres chromium fuzz reliability lint fmt clean
 
 all: build
 
@@ -42,6 +42,11 @@ fuzz:
 			$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$dir; \
 		done; \
 	done
+
+## reliability: the table of durability, outage, overload, cluster-fault and fuzzing figures
+## (FUZZTIME per fuzz target, default 10s); not part of `make test`, CI runs it as its own step.
+reliability: postgres
+	@FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 
 ## lint: staticcheck and gofumpt, at the versions pinned in tools/go.mod.
 lint:

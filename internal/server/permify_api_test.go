@@ -182,6 +182,9 @@ func TestPermifyTenantsSurviveRestarts(t *testing.T) {
 			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/list", nil); code != http.StatusOK || len(out["tenants"].([]any)) != 2 {
 				t.Errorf("tenants after the delete and a restart: %d %v", code, out)
 			}
+			if !t.Failed() {
+				t.Logf("reliability: permify tenants on %s: 301 acknowledged writes in 2 tenants, all there after a restart, isolated; a deleted tenant's data gone, also after a restart", tc.name)
+			}
 		})
 	}
 }

@@ -150,6 +150,6 @@ func TestRestartUnderLoad(t *testing.T) {
 			t.Fatalf("write %s succeeded before or after the restart but is missing", id)
 		}
 	}
-	t.Logf("%d writes committed, %d operations failed with ErrUnavailable while down (slowest %v)",
+	t.Logf("reliability: postgres store restarted under load: %d writes committed, 0 lost, %d operations failed with ErrUnavailable while down (slowest %v)",
 		len(committed), failures.Load(), time.Duration(slowest.Load()))
 }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `make reliability`: the figures an operator asks about, gathered into one table.
+# Runs the durability, outage, tenant, overload and cluster-fault tests verbosely
+# (LATCH_RELIABILITY=1 turns on the overload figures, which the test suite skips),
+# then every fuzz target for FUZZTIME each, and prints each test's "reliability:" line
+# and each fuzz target's executions. Any failure fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export LATCH_RELIABILITY=1
+
+run() { # PACKAGE REGEXP
+  if ! go test -count=1 -v -run "$2" "$1" >"$log" 2>&1; then
+    grep -E -- '--- FAIL|FAIL|panic|_test.go' "$log" | head -40 >&2
+    echo "reliability: $1 $2 failed" >&2
+    exit 1
+  fi
+  grep -o 'reliability: .*' "$log" | sed 's/^reliability: /| /; s/: /: | /; s/$/ |/'
+}
+
+echo "| figure | result |"
+echo "|---|---|"
+run ./internal/store/pebble '^TestCrashRecovery$'
+run ./internal/store/postgres '^TestRestartUnderLoad$'
+run ./internal/server '^(TestPostgresOutageUnderLoad|TestPermifyTenantsSurviveRestarts|TestReliabilityOverload|TestClusterProcess.*)$'
+
+for file in $(grep -rl --include='*_test.go' '^func Fuzz' cmd internal | sort); do
+  dir=./$(dirname "$file")
+  for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
+    if ! go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" "$dir" >"$log" 2>&1; then
+      cat "$log" >&2
+      echo "reliability: fuzzing $dir $target failed" >&2
+      exit 1
+    fi
+    execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    echo "| fuzz $dir $target: | ${execs:-?} executions in $fuzztime, no failure |"
+  done
+done
