@@ -103,7 +103,7 @@ members="static:///127.0.0.1:52051,127.0.0.1:52052,127.0.0.1:52053"
 cluster_flags() { echo --dispatch-cluster-enabled --dispatch-cluster-addr "127.0.0.1:5205$1" --dispatch-upstream-addr "$members"; }
 
 start_node 1
-"$latch" bench gen social --users "$users" --seed 1 --endpoint 127.0.0.1:51051 --token "$key" -q >/dev/null
+"$latch" bench gen social --users "$users" --seed 1 --endpoint 127.0.0.1:51051 --token "$key" >/dev/null
 echo "social data set, $users users, in PostgreSQL; $secs s per run, ${cache} cache per node"
 measure "1 node" 1
 stop_nodes

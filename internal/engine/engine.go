@@ -83,22 +83,29 @@ type BulkResult struct {
 // check answered before at the revision costs a lookup, and identical checks arriving
 // together share one evaluation.
 func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest) (Result, error) {
-	if e.cache != nil {
+	if e.cache != nil || e.disp != nil {
 		if err := validateCheck(s, req); err != nil {
 			return Result{}, err
 		}
-		if ev := e.evaluatorFor(s, r, req.Subject, req.Context); ev.routing != nil {
+		ctxJSON, err := contextJSON(req.Context)
+		switch {
+		case err != nil:
+			// A context that cannot be written down is neither shared nor sent anywhere.
+		case e.disp != nil:
 			// In a cluster the check's owner answers it, from its cache, sharing it
 			// among identical dispatches: asking this node's cache first would miss
 			// for every check another node owns.
+			ev := e.evaluatorWith(s, r, req.Subject, req.Context, ctxJSON)
 			relation := s.Definition(req.Resource.Type).Relation(req.Permission)
 			res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
 			if err != nil {
 				return Result{}, err
 			}
 			return toResult(res.get(req.Resource.ID))
-		} else if ev.shared.c != nil {
-			return e.checkShared(ctx, ev, req)
+		default:
+			if sh := e.sharedFor(s, r.Revision(), req.Subject, ctxJSON); sh.c != nil {
+				return e.checkShared(ctx, s, r, req, sh)
+			}
 		}
 	}
 	res := e.CheckBulk(ctx, s, r, []CheckRequest{req})
@@ -171,6 +178,11 @@ func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectR
 		// A context that cannot be written down is neither shared nor sent anywhere.
 		return newEvaluator(s, r, subject, reqCtx, shared{})
 	}
+	return e.evaluatorWith(s, r, subject, reqCtx, ctxJSON)
+}
+
+// evaluatorWith is evaluatorFor for a context already written as ctxJSON.
+func (e *Engine) evaluatorWith(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, ctxJSON []byte) *evaluator {
 	ev := newEvaluator(s, r, subject, reqCtx, e.sharedFor(s, r.Revision(), subject, ctxJSON))
 	if e.disp != nil {
 		ev.routing, ev.ctxJSON = &routing{disp: e.disp, base: routeBase(subject, ctxJSON)}, ctxJSON

@@ -93,16 +93,15 @@ func (sh *shared) put(k cache.Key, o outcome) {
 // checkShared answers one check through the cache. Identical concurrent checks that
 // miss share one evaluation; if the one evaluating gave up (its client went away) the
 // others evaluate for themselves rather than inherit its cancellation.
-func (e *Engine) checkShared(ctx context.Context, ev *evaluator, req CheckRequest) (Result, error) {
-	relation := ev.s.Definition(req.Resource.Type).Relation(req.Permission)
-	sh := ev.shared
+func (e *Engine) checkShared(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest, sh shared) (Result, error) {
+	relation := s.Definition(req.Resource.Type).Relation(req.Permission)
 	k := sh.key(relation, req.Resource.ID)
 	if o, ok := sh.get(k); ok {
 		statsFrom(ctx).count(false, 1)
 		return toResult(o)
 	}
 	eval := func() (Result, error) {
-		res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
+		res, err := newEvaluator(s, r, req.Subject, req.Context, sh).relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
 		if err != nil {
 			return Result{}, err
 		}
