@@ -59,7 +59,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a PostgreSQL server")
 	}
-	pgtest.Get(t) // skips without PostgreSQL
+	pgtest.Get(t)             // skips without PostgreSQL
 	pg, err := pgtest.Start() // a server of its own: this test stops it
 	if err != nil {
 		t.Fatal(err)
