@@ -49,7 +49,18 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 		}
 		return emitFinal(res, emitted, yield)
 	}
-	res, err := l.relation(ctx, target)
+	var res results
+	if target.IsPermission() && !dependsOn(target, target) {
+		// Not recursive: its rewrite is evaluated here, granting results as they come.
+		if l.ev.isSubject(target, req.Subject.Object.ID) {
+			if err := emitFinal(results{req.Subject.Object.ID: outHas}, emitted, yield); err != nil {
+				return err
+			}
+		}
+		res, err = l.stream(ctx, target.Def, target.Rewrite, func(r results) error { return emitFinal(r, emitted, yield) })
+	} else {
+		res, err = l.relation(ctx, target)
+	}
 	if err != nil {
 		return err
 	}
@@ -84,6 +95,110 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 		}
 	}
 	return nil
+}
+
+// lookupChunk is how many candidates of an intersection or exclusion are checked at
+// once when their results are streamed: the first results leave after one chunk.
+const lookupChunk = 1000
+
+// stream evaluates x (the rewrite of the looked-up permission, or a branch of it whose
+// grants are final for it) and passes granted results to emit as they become known:
+// each branch of a union when it is done, and an intersection or exclusion a chunk of
+// candidates at a time, in id order. It returns every result, conditional ones too.
+func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
+	switch x.Kind {
+	case ir.Union:
+		acc := results{}
+		for _, c := range x.Children {
+			res, err := l.stream(ctx, def, c, emit)
+			if err != nil {
+				return nil, err
+			}
+			mergeOr(acc, res)
+		}
+		return acc, nil
+	case ir.Intersection, ir.Exclusion:
+		base, err := l.expr(ctx, def, x.Children[0])
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, 0, len(base))
+		for id := range base {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		acc := results{}
+		for start := 0; start < len(ids); start += lookupChunk {
+			part := results{}
+			for _, id := range ids[start:min(start+lookupChunk, len(ids))] {
+				part[id] = base[id]
+			}
+			for _, c := range x.Children[1:] {
+				f := func(o outcome) outcome { return o }
+				if x.Kind == ir.Exclusion {
+					f = not
+				}
+				if part, err = l.narrow(ctx, def, c, part, and, f); err != nil {
+					return nil, err
+				}
+			}
+			if err := emit(part); err != nil {
+				return nil, err
+			}
+			mergeOr(acc, part)
+		}
+		return acc, nil
+	}
+	res, err := l.expr(ctx, def, x)
+	if err != nil {
+		return nil, err
+	}
+	return res, emit(res)
+}
+
+// dependsOn reports whether evaluating r needs the answers of target: whether target
+// is reachable from r through the rewrites, arrows and subject sets of the schema.
+func dependsOn(r, target *ir.Relation) bool {
+	seen := map[*ir.Relation]bool{}
+	var visit func(*ir.Relation) bool
+	var walk func(*ir.Expr) bool
+	visit = func(r *ir.Relation) bool {
+		if seen[r] {
+			return false
+		}
+		seen[r] = true
+		if r.IsPermission() {
+			return walk(r.Rewrite)
+		}
+		for _, a := range r.Allowed {
+			if a.Relation != "" && !a.Wildcard && (a.Rel == target || visit(a.Rel)) {
+				return true
+			}
+		}
+		return false
+	}
+	walk = func(x *ir.Expr) bool {
+		switch x.Kind {
+		case ir.Ref:
+			return x.Rel == target || visit(x.Rel)
+		case ir.Arrow:
+			for _, a := range x.TuplesetRel.Allowed {
+				if a.Wildcard {
+					continue
+				}
+				if t := x.TargetOn(a.Def); t != nil && (t == target || visit(t)) {
+					return true
+				}
+			}
+		}
+		for _, c := range x.Children {
+			if walk(c) {
+				return true
+			}
+		}
+		return false
+	}
+	return visit(r)
 }
 
 // reverseLookup computes, for relations and permissions, the set of objects on which
