@@ -24,7 +24,7 @@ echo "| figure | result |"
 echo "|---|---|"
 run ./internal/store/pebble '^TestCrashRecovery$'
 run ./internal/store/postgres '^TestRestartUnderLoad$'
-run ./internal/server '^(TestPostgresOutageUnderLoad|TestPermifyTenantsSurviveRestarts|TestReliabilityOverload|TestClusterProcess.*)$'
+run ./internal/server '^(TestPostgresOutageUnderLoad|TestPermifyTenantsSurviveRestarts|TestReliabilityOverload|TestClusterProcessKill)$'
 
 for file in $(grep -rl --include='*_test.go' '^func Fuzz' cmd internal | sort); do
   dir=./$(dirname "$file")

@@ -116,8 +116,12 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	}
 	ev.statsFor(ctx).count(len(todo) > 0, cached)
 	var far <-chan remoteResult
+	stopRemote := func() {}
 	if len(remote) > 0 {
-		far = ev.sendRemote(ctx, r, remote, depth, len(todo) == 0)
+		var rctx context.Context
+		rctx, stopRemote = context.WithCancel(ctx)
+		defer stopRemote()
+		far = ev.sendRemote(rctx, r, remote, depth, len(todo) == 0)
 	}
 	if len(todo) > 0 {
 		ev.tr.begin(step, r)
@@ -129,6 +133,9 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			res, err = ev.direct(ctx, r, todo, depth)
 		}
 		if err != nil {
+			// A local failure stops the dispatches still in flight, and waits for them:
+			// none may outlive the request whose reader it uses.
+			stopRemote()
 			drain(far, len(remote))
 			return nil, err
 		}
@@ -207,7 +214,7 @@ func (ev *evaluator) sendRemote(ctx context.Context, r *ir.Relation, remote map[
 	return out
 }
 
-// drain waits for n answers on c so that no dispatch outlives its request.
+// drain waits for n answers on c.
 func drain(c <-chan remoteResult, n int) {
 	for range n {
 		<-c

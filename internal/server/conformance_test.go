@@ -39,21 +39,7 @@ func conformanceDir(t *testing.T) string {
 // skipped when it is missing, unless in CI (CI=true), where that is a failure.
 func sharedPath(t *testing.T, elem ...string) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-	path := filepath.Join(append([]string{dir, "..", "shared"}, elem...)...)
+	path := filepath.Join(append([]string{moduleRoot(t), "..", "shared"}, elem...)...)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is missing; CI must have ../shared beside the repository", path)
@@ -61,6 +47,25 @@ func sharedPath(t *testing.T, elem ...string) string {
 		t.Skipf("%s is missing (../shared is not beside the repository); skipping", path)
 	}
 	return path
+}
+
+// moduleRoot is the directory of go.mod above the test's.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
 }
 
 // conformanceStores are the datastores every conformance file runs against, each
@@ -109,6 +114,13 @@ func runConformance(t *testing.T, cf conformanceFile, setup func(*Config)) {
 		c.HTTPAddr = ""
 		setup(c)
 	})
+	ts.loadConformance(t, cf)
+	ts.assertConformance(t, cf)
+}
+
+// loadConformance writes cf's schema and relationships.
+func (ts *testServer) loadConformance(t *testing.T, cf conformanceFile) {
+	t.Helper()
 	ts.writeSchema(t, cf.Schema)
 	var updates []*v1.RelationshipUpdate
 	for _, line := range strings.Split(cf.Relationships, "\n") {
@@ -133,6 +145,12 @@ func runConformance(t *testing.T, cf conformanceFile, setup func(*Config)) {
 		}
 		updates = updates[n:]
 	}
+}
+
+// assertConformance checks each of cf's assertions, and that the lookups agree with
+// those that are not caveated.
+func (ts *testServer) assertConformance(t *testing.T, cf conformanceFile) {
+	t.Helper()
 	for _, group := range []struct {
 		assertions []string
 		want       v1.CheckPermissionResponse_Permissionship

@@ -64,7 +64,10 @@ func TestSpiceDBDifferential(t *testing.T) {
 	// that hangs ends the test instead of blocking it.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Minute))
 	defer cancel()
-	d := &differ{t: t, ctx: ctx, apis: [2]authzAPI{spicedb, {"latch", ls.schema, ls.perms}}}
+	d := &differ{
+		t: t, ctx: ctx, gen: enginetest.Options{Acyclic: true},
+		apis: []authzAPI{spicedb, {name: "latch", schema: ls.schema, perms: ls.perms}},
+	}
 	seeds := slices.Clone(foundSeeds)
 	for i := range uint64(*diffCases) {
 		seeds = append(seeds, *diffSeed+i)
@@ -89,13 +92,18 @@ type authzAPI struct {
 	name   string
 	schema v1.SchemaServiceClient
 	perms  v1.PermissionsServiceClient
+	// shared: the server reads the data the API before it writes (a node of the same
+	// cluster); schemas and relationships are not written through it.
+	shared bool
 }
 
-// differ runs the cases on both servers and keeps the tallies.
+// differ runs the cases on every server and keeps the tallies. The first server is
+// the reference the others are compared with.
 type differ struct {
 	t    *testing.T
 	ctx  context.Context
-	apis [2]authzAPI // SpiceDB, latch
+	apis []authzAPI // SpiceDB, latch; or one latch node and the nodes of a cluster
+	gen  enginetest.Options
 	// defs are the definitions the last case wrote relationships for.
 	defs []string
 
@@ -103,14 +111,16 @@ type differ struct {
 }
 
 // runCase compares one random schema and its data; it reports false on a disagreement.
+// The servers are two that hold data of their own, and nodes that share the second's.
 func (d *differ) runCase(seed uint64) bool {
-	g := enginetest.New(rand.New(rand.NewPCG(seed, 13)), enginetest.Options{Acyclic: true})
+	g := enginetest.New(rand.New(rand.NewPCG(seed, 13)), d.gen)
 	src := g.Schema()
 	rels := g.Relationships(30+g.Rnd.IntN(40), time.Now())
 	d.clear()
 	d.defs = nil
-	var errs [2]error
-	for i, api := range d.apis {
+	writers := d.writers()
+	errs := make([]error, len(writers))
+	for i, api := range writers {
 		_, errs[i] = api.schema.WriteSchema(d.ctx, &v1.WriteSchemaRequest{Schema: src})
 	}
 	switch {
@@ -122,7 +132,7 @@ func (d *differ) runCase(seed uint64) bool {
 		// tests' concern, and the one difference seen is SpiceDB's (1.56 skips its check
 		// of transitively included wildcards for a definition an earlier one refers to).
 		d.oneRefused++
-		d.t.Logf("seed %d: only one server accepts the schema\nschema:\n%s\nSpiceDB: %v\nlatch:   %v", seed, src, errs[0], errs[1])
+		d.t.Logf("seed %d: only one server accepts the schema\nschema:\n%s\n%s: %v\n%s: %v", seed, src, writers[0].name, errs[0], writers[1].name, errs[1])
 		return true
 	}
 	d.cases++
@@ -134,19 +144,37 @@ func (d *differ) runCase(seed uint64) bool {
 			continue
 		}
 		rels = d.shrink(q, rels)
-		a, _ = d.compare(q)
+		if b, ok := d.compare(q); !ok {
+			a = b // the answers on the shrunk data; else the first ones, which did not agree
+		}
 		d.failed++
-		d.t.Errorf("SpiceDB and latch disagree (seed %d)\nschema:\n%s\nrelationships:\n%s\ncall:    %s\nSpiceDB: %s\nlatch:   %s",
-			seed, src, enginetest.Dump(rels), q, a[0], a[1])
+		var answers strings.Builder
+		for i, api := range d.apis {
+			fmt.Fprintf(&answers, "\n%-8s %s", api.name+":", a[i])
+		}
+		d.t.Errorf("the servers disagree (seed %d)\nschema:\n%s\nrelationships:\n%s\ncall:    %s%s",
+			seed, src, enginetest.Dump(rels), q, answers.String())
 		return false
 	}
 	return true
 }
 
-// clear deletes the last case's relationships from both servers, so that the next
+// writers are the servers that hold data of their own: the reference and the first
+// node of a cluster.
+func (d *differ) writers() []authzAPI {
+	var w []authzAPI
+	for _, api := range d.apis {
+		if !api.shared {
+			w = append(w, api)
+		}
+	}
+	return w
+}
+
+// clear deletes the last case's relationships from the servers, so that the next
 // schema may drop its relations.
 func (d *differ) clear() {
-	for _, api := range d.apis {
+	for _, api := range d.writers() {
 		for _, def := range d.defs {
 			_, err := api.perms.DeleteRelationships(d.ctx, &v1.DeleteRelationshipsRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: def}})
 			if err != nil {
@@ -156,7 +184,7 @@ func (d *differ) clear() {
 	}
 }
 
-// load replaces the relationships on both servers.
+// load replaces the relationships on the servers.
 func (d *differ) load(rels []rel.Relationship) {
 	d.clear()
 	if len(rels) == 0 {
@@ -170,19 +198,20 @@ func (d *differ) load(rels []rel.Relationship) {
 		}
 		updates[i] = &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_TOUCH, Relationship: x}
 	}
-	for _, api := range d.apis {
+	for _, api := range d.writers() {
 		if _, err := api.perms.WriteRelationships(d.ctx, &v1.WriteRelationshipsRequest{Updates: updates}); err != nil {
 			d.t.Fatalf("%s: WriteRelationships: %v\n%s", api.name, err, enginetest.Dump(rels))
 		}
 	}
 }
 
-// compare asks both servers q and reports their answers and whether they agree. A
-// query SpiceDB gives up on (its dispatch depth limit, or callTimeout on a loaded
-// machine) is counted apart, unless latch fails otherwise than at its own depth limit.
-func (d *differ) compare(q query) ([2]string, bool) {
-	var answers [2]string
-	var errs [2]error
+// compare asks every server q and reports their answers and whether they agree with
+// the first's. A query SpiceDB gives up on (its dispatch depth limit, or callTimeout on
+// a loaded machine) is counted apart, unless latch fails otherwise than at its own
+// depth limit.
+func (d *differ) compare(q query) ([]string, bool) {
+	answers := make([]string, len(d.apis))
+	errs := make([]error, len(d.apis))
 	for i, api := range d.apis {
 		ctx, cancel := context.WithTimeout(d.ctx, callTimeout)
 		answers[i], errs[i] = q.run(ctx, api)
@@ -191,15 +220,17 @@ func (d *differ) compare(q query) ([2]string, bool) {
 			answers[i] = "error: " + errs[i].Error()
 		}
 	}
-	var agree bool
-	switch {
-	case gaveUp(errs[0]) && (errs[1] == nil || isDepthError(errs[1])):
-		d.spicedbGaveUp++
-		return answers, true
-	case errs[0] != nil || errs[1] != nil:
-		agree = status.Code(errs[0]) == status.Code(errs[1])
-	default:
-		agree = answers[0] == answers[1]
+	agree := true
+	for i := 1; i < len(d.apis); i++ {
+		switch {
+		case d.apis[0].name == "SpiceDB" && gaveUp(errs[0]) && (errs[i] == nil || isDepthError(errs[i])):
+			d.spicedbGaveUp++
+			return answers, true
+		case errs[0] != nil || errs[i] != nil:
+			agree = agree && status.Code(errs[0]) == status.Code(errs[i])
+		default:
+			agree = agree && answers[0] == answers[i]
+		}
 	}
 	if agree {
 		d.agreed++
@@ -430,7 +461,7 @@ func startSpiceDB(t *testing.T) authzAPI {
 			t.Logf("SpiceDB's log:\n%s", tail(logs.String(), 4000))
 		}
 	})
-	api := authzAPI{"SpiceDB", v1.NewSchemaServiceClient(conn), v1.NewPermissionsServiceClient(conn)}
+	api := authzAPI{name: "SpiceDB", schema: v1.NewSchemaServiceClient(conn), perms: v1.NewPermissionsServiceClient(conn)}
 	for ready := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := api.schema.ReadSchema(ctx, &v1.ReadSchemaRequest{})

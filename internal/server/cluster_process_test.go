@@ -1,0 +1,385 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
+
+	"github.com/latch-authz/latch/internal/engine/enginetest"
+	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
+)
+
+// processNode is one `latch serve` process of a test cluster.
+type processNode struct {
+	*testServer
+	name         string
+	cmd          *exec.Cmd
+	exited       chan struct{} // closed when the process has been waited for
+	dispatchAddr string
+	metricsAddr  string
+	log          string // the process's output, a file
+}
+
+// buildLatch compiles cmd/latch into the test's temporary directory.
+func buildLatch(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "latch")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/latch")
+	build.Dir = moduleRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/latch: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startProcessCluster starts n `latch serve` processes on the PostgreSQL database at
+// uri as one cluster (static members), each with extra flags, and stops them when the
+// test ends.
+func startProcessCluster(t *testing.T, n int, uri string, extra ...string) []*processNode {
+	t.Helper()
+	bin := buildLatch(t)
+	nodes := make([]*processNode, n)
+	var members []string
+	for i := range nodes {
+		nodes[i] = &processNode{
+			testServer:   &testServer{grpcAddr: freeAddr(t)},
+			name:         fmt.Sprintf("node%d", i),
+			dispatchAddr: freeAddr(t),
+			metricsAddr:  freeAddr(t),
+			log:          filepath.Join(t.TempDir(), fmt.Sprintf("node%d.log", i)),
+		}
+		members = append(members, nodes[i].dispatchAddr)
+	}
+	for _, nd := range nodes {
+		args := append([]string{
+			"serve", "--datastore-engine", "postgres", "--datastore-conn-uri", uri,
+			"--grpc-preshared-key", testKey, "--grpc-addr", nd.grpcAddr, "--http-addr", "-",
+			"--metrics-addr", nd.metricsAddr, "--log-level", "warn",
+			"--dispatch-cluster-enabled", "--dispatch-cluster-addr", nd.dispatchAddr,
+			"--dispatch-upstream-addr", "static:///" + strings.Join(members, ","),
+		}, extra...)
+		logFile, err := os.Create(nd.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.cmd = exec.Command(bin, args...)
+		nd.cmd.Stdout, nd.cmd.Stderr = logFile, logFile
+		if err := nd.cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", nd.name, err)
+		}
+		_ = logFile.Close()
+		nd.exited = make(chan struct{})
+		go func() { _ = nd.cmd.Wait(); close(nd.exited) }()
+		nd.conn = dial(t, nd.grpcAddr, testKey)
+		nd.perms = v1.NewPermissionsServiceClient(nd.conn)
+		nd.schema = v1.NewSchemaServiceClient(nd.conn)
+		t.Cleanup(func() {
+			_ = nd.conn.Close()
+			_ = nd.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-nd.exited:
+			case <-time.After(10 * time.Second):
+				_ = nd.cmd.Process.Kill()
+				<-nd.exited
+			}
+			if t.Failed() {
+				out, _ := os.ReadFile(nd.log)
+				t.Logf("%s's log:\n%s", nd.name, tail(string(out), 3000))
+			}
+		})
+	}
+	for _, nd := range nodes {
+		nd.waitReady(t)
+	}
+	return nodes
+}
+
+// waitReady waits until the node answers on its gRPC address.
+func (nd *processNode) waitReady(t *testing.T) {
+	t.Helper()
+	for ready := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := nd.schema.ReadSchema(ctx, &v1.ReadSchemaRequest{})
+		cancel()
+		if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+			return
+		}
+		select {
+		case <-nd.exited:
+			out, _ := os.ReadFile(nd.log)
+			t.Fatalf("%s exited at start:\n%s", nd.name, out)
+		default:
+		}
+		if time.Now().After(ready) {
+			t.Fatalf("%s did not answer on %s within 30 s: %v", nd.name, nd.grpcAddr, err)
+		}
+	}
+}
+
+// metric sums the series named name (any labels) on the node's /metrics, keeping
+// those whose labels contain every one of labels (`peer="127.0.0.1:1234"`).
+func (nd *processNode) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + nd.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("%s /metrics: %v", nd.name, err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		series, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) {
+			continue
+		}
+		if !allIn(series, labels) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("%s /metrics: %q: %v", nd.name, sc.Text(), err)
+		}
+		sum += v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s /metrics: %v", nd.name, err)
+	}
+	return sum
+}
+
+func allIn(s string, subs []string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// definitionName finds the definitions of a schema, to delete their relationships.
+var definitionName = regexp.MustCompile(`(?m)^\s*definition\s+([a-zA-Z0-9_/]+)`)
+
+// clearAll deletes every relationship of the definitions of the schema in force, so
+// that any schema may be written next.
+func (ts *testServer) clearAll(t *testing.T) {
+	t.Helper()
+	resp, err := ts.schema.ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
+	if status.Code(err) == codes.NotFound {
+		return
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range definitionName.FindAllStringSubmatch(resp.GetSchemaText(), -1) {
+		_, err := ts.perms.DeleteRelationships(ctxT(t), &v1.DeleteRelationshipsRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: m[1]}})
+		if err != nil {
+			t.Fatalf("deleting the relationships of %s: %v", m[1], err)
+		}
+	}
+}
+
+// TestClusterProcessAnswersAsOneNode starts 3 `latch serve` processes as a cluster over
+// one PostgreSQL database. Every shared conformance file is written through one node
+// and asserted (checks and lookups) through each; then random schemas with caveats,
+// expiration and cycles are compared, every check and lookup, between a single latch
+// and each node. Every node must have sent and received dispatches, and none failed.
+func TestClusterProcessAnswersAsOneNode(t *testing.T) {
+	dir := conformanceDir(t)
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance files in %s: %v", dir, err)
+	}
+	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
+	nodes := startProcessCluster(t, 3, uri)
+	for i, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cf conformanceFile
+		if err := yaml.Unmarshal(raw, &cf); err != nil {
+			t.Fatalf("parsing %s: %v", path, err)
+		}
+		writer := nodes[i%len(nodes)]
+		writer.clearAll(t)
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
+			writer.loadConformance(t, cf)
+			for _, nd := range nodes {
+				nd.assertConformance(t, cf)
+			}
+		})
+	}
+	nodes[0].clearAll(t)
+
+	single := start(t, nil)
+	const cases = 12
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := &differ{t: t, ctx: ctx, gen: enginetest.AllTraits, apis: []authzAPI{{name: "single", schema: single.schema, perms: single.perms}}}
+	for i, nd := range nodes {
+		d.apis = append(d.apis, authzAPI{name: nd.name, schema: nd.schema, perms: nd.perms, shared: i > 0})
+	}
+	for seed := range uint64(cases) {
+		if !d.runCase(seed) {
+			t.Fatalf("stopping at the first disagreeing schema")
+		}
+	}
+	t.Logf("%d random schemas compared (%d refused by both), %d answers agreed on every node", d.cases, d.bothRefused, d.agreed)
+	if d.cases == 0 || d.oneRefused > 0 {
+		t.Fatalf("%d schemas compared, %d accepted by only one of a single node and the cluster", d.cases, d.oneRefused)
+	}
+	for _, nd := range nodes {
+		sent, received := nd.metric(t, "latch_cluster_dispatch_sent_total"), nd.metric(t, "latch_cluster_dispatch_received_total")
+		failed := nd.metric(t, "latch_cluster_dispatch_failed_total")
+		t.Logf("%s: %v dispatches sent, %v received, %v failed", nd.name, sent, received, failed)
+		if sent == 0 || received == 0 || failed != 0 {
+			t.Errorf("%s sent %v, received %v and failed %v dispatches: every node of a healthy cluster sends and receives, and none fails", nd.name, sent, received, failed)
+		}
+	}
+}
+
+// killSchema: doc#view reaches users through a chain of nested groups, so that every
+// check takes dispatched steps.
+const killSchema = `definition user {}
+definition group { relation member: user | group#member }
+definition doc {
+	relation viewer: group#member
+	permission view = viewer
+}`
+
+// TestClusterProcessKill runs a check load through two nodes of a 3-process cluster
+// (no cache, so every check dispatches) and kills the third with SIGKILL in the middle
+// of it. No answer may be wrong; once both survivors have marked the dead node down,
+// no check may fail; the time that takes is reported.
+func TestClusterProcessKill(t *testing.T) {
+	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
+	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1")
+	const groups, users, docs = 12, 60, 48
+	nodes[0].writeSchema(t, killSchema)
+	var rs []*v1.Relationship
+	for g := range groups - 1 { // g(i) holds g(i+1)'s members
+		rs = append(rs, relationship("group", fmt.Sprint("g", g), "member", "group", fmt.Sprint("g", g+1), "member"))
+	}
+	for u := range users {
+		rs = append(rs, relationship("group", fmt.Sprint("g", u%groups), "member", "user", fmt.Sprint("u", u), ""))
+	}
+	for d := range docs {
+		rs = append(rs, relationship("doc", fmt.Sprint("d", d), "viewer", "group", fmt.Sprint("g", d%groups), "member"))
+	}
+	nodes[0].write(t, rs...)
+	// user u views doc d when u's group is d's group or nested in it.
+	granted := func(u, d int) bool { return u%groups >= d%groups }
+
+	type outcome struct {
+		at    time.Time
+		err   error
+		wrong bool
+	}
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+	)
+	for w := range 8 {
+		nd := nodes[w%2]
+		wg.Go(func() {
+			for i := w; !stop.Load(); i += 8 {
+				u, d := i*7%users, i*5%docs
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, err := nd.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+					Consistency: fullyConsistent(), Resource: obj("doc", fmt.Sprint("d", d)), Permission: "view",
+					Subject: sub("user", fmt.Sprint("u", u), ""),
+				})
+				cancel()
+				want := map[bool]v1.CheckPermissionResponse_Permissionship{
+					true:  v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION,
+					false: v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION,
+				}[granted(u, d)]
+				mu.Lock()
+				outcomes = append(outcomes, outcome{time.Now(), err, err == nil && resp.GetPermissionship() != want})
+				mu.Unlock()
+			}
+		})
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	time.Sleep(1500 * time.Millisecond)
+	dead := nodes[2]
+	peer := fmt.Sprintf("peer=%q", dead.dispatchAddr)
+	for _, nd := range nodes[:2] {
+		if up := nd.metric(t, "latch_cluster_peer_up", peer); up != 1 {
+			t.Fatalf("%s shows latch_cluster_peer_up{%s} %v before the kill, want 1", nd.name, peer, up)
+		}
+	}
+	killed := time.Now()
+	if err := dead.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-dead.exited
+	// Both survivors mark the dead node down; then the load goes on for a while.
+	var down time.Time
+	for deadline := killed.Add(20 * time.Second); down.IsZero(); time.Sleep(20 * time.Millisecond) {
+		if nodes[0].metric(t, "latch_cluster_peer_up", peer) == 0 && nodes[1].metric(t, "latch_cluster_peer_up", peer) == 0 {
+			down = time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the survivors did not mark the killed node down within 20 s")
+		}
+	}
+	time.Sleep(2 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+
+	var before, after, errsBefore, errsAfter, wrong int
+	var firstErr error
+	for _, o := range outcomes {
+		if o.wrong {
+			wrong++
+		}
+		if o.err != nil && firstErr == nil {
+			firstErr = o.err
+		}
+		switch {
+		case o.at.Before(killed):
+			before++
+		case o.at.After(down):
+			after++
+			if o.err != nil {
+				errsAfter++
+			}
+		default:
+			if o.err != nil {
+				errsBefore++
+			}
+		}
+	}
+	t.Logf("reliability: cluster, kill -9 of 1 of 3 nodes under check load: %d checks (%d before the kill, %d after the mark-down), %d wrong, %d errors between kill and mark-down, %d after; marked down %d ms after the kill",
+		len(outcomes), before, after, wrong, errsBefore, errsAfter, down.Sub(killed).Milliseconds())
+	if wrong > 0 || errsAfter > 0 || before == 0 || after == 0 {
+		t.Errorf("%d wrong answers, %d errors after the mark-down (first error: %v), %d checks before the kill and %d after the mark-down",
+			wrong, errsAfter, firstErr, before, after)
+	}
+	if slices.ContainsFunc(nodes[:2], func(nd *processNode) bool { return nd.metric(t, "latch_cluster_dispatch_fallbacks_total") == 0 }) {
+		t.Errorf("a survivor answered no failed dispatch locally: the killed node was not dispatched to under load")
+	}
+}
