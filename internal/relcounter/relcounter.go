@@ -1,13 +1,16 @@
-// Package relcounter keeps named relationship counters (SpiceDB's experimental
-// relationship counters): a registered filter whose matching relationships are counted
-// on demand, at whatever revision the caller reads. Registrations live in the
-// process's memory: a restart forgets them, and each server of a cluster has its own.
+// Package relcounter owns named relationship counters (SpiceDB's experimental
+// relationship counters): a filter registered under a name, whose matching
+// relationships are counted on demand at whatever revision the caller reads. The
+// registrations live in the datastore (store.Counters), so they are as durable as the
+// relationships they count, and every server on the same datastore sees the same
+// ones. This package names the counter in the errors the API reports for a name
+// that is taken or unknown.
 package relcounter
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -26,47 +29,32 @@ func (e *UnknownError) Error() string {
 	return fmt.Sprintf("no relationship counter named %q is registered", e.Name)
 }
 
-// Registry holds the registered counters. The zero value is empty and ready; it is
-// safe for concurrent use.
-type Registry struct {
-	mu      sync.Mutex
-	filters map[string]store.Filter // guarded by mu
-}
-
-// Register names f; the name must be new.
-func (c *Registry) Register(name string, f store.Filter) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.filters[name]; ok {
-		return &ExistsError{name}
-	}
-	if c.filters == nil {
-		c.filters = map[string]store.Filter{}
-	}
-	c.filters[name] = f
-	return nil
+// Register names f in cs; the name must be new.
+func Register(ctx context.Context, cs store.Counters, name string, f store.Filter) error {
+	return named(name, cs.RegisterCounter(ctx, name, f))
 }
 
 // Unregister forgets the counter named name.
-func (c *Registry) Unregister(name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.filters[name]; !ok {
-		return &UnknownError{name}
-	}
-	delete(c.filters, name)
-	return nil
+func Unregister(ctx context.Context, cs store.Counters, name string) error {
+	return named(name, cs.UnregisterCounter(ctx, name))
 }
 
 // Filter is the filter registered under name.
-func (c *Registry) Filter(name string) (store.Filter, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f, ok := c.filters[name]
-	if !ok {
-		return store.Filter{}, &UnknownError{name}
+func Filter(ctx context.Context, cs store.Counters, name string) (store.Filter, error) {
+	f, err := cs.CounterFilter(ctx, name)
+	return f, named(name, err)
+}
+
+// named turns the store's sentinels for a taken or unknown name into the errors that
+// name the counter; other errors pass unchanged.
+func named(name string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrCounterExists):
+		return &ExistsError{name}
+	case errors.Is(err, store.ErrCounterUnknown):
+		return &UnknownError{name}
 	}
-	return f, nil
+	return err
 }
 
 // Count counts the relationships matching f that r reads.

@@ -10,25 +10,28 @@ import (
 	"github.com/latch-authz/latch/internal/store/memory"
 )
 
-func TestRegistry(t *testing.T) {
-	var c Registry
-	docs := store.Filter{ResourceType: "document"}
-	if _, err := c.Filter("docs"); !errors.As(err, new(*UnknownError)) {
-		t.Fatalf("Filter of an unregistered name: %v; want *UnknownError", err)
+func TestNamedErrors(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New(memory.Options{GCInterval: -1})
+	defer st.Close()
+	var unknown *UnknownError
+	if _, err := Filter(ctx, st, "docs"); !errors.As(err, &unknown) || unknown.Name != "docs" {
+		t.Fatalf("Filter of an unregistered name: %v; want *UnknownError naming it", err)
 	}
-	if err := c.Register("docs", docs); err != nil {
+	if err := Register(ctx, st, "docs", store.Filter{ResourceType: "document"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Register("docs", store.Filter{}); !errors.As(err, new(*ExistsError)) {
-		t.Fatalf("registering a name twice: %v; want *ExistsError", err)
+	var exists *ExistsError
+	if err := Register(ctx, st, "docs", store.Filter{}); !errors.As(err, &exists) || exists.Name != "docs" {
+		t.Fatalf("registering a name twice: %v; want *ExistsError naming it", err)
 	}
-	if f, err := c.Filter("docs"); err != nil || f.ResourceType != "document" {
+	if f, err := Filter(ctx, st, "docs"); err != nil || f.ResourceType != "document" {
 		t.Fatalf("Filter = %+v, %v; want the registered filter", f, err)
 	}
-	if err := c.Unregister("docs"); err != nil {
+	if err := Unregister(ctx, st, "docs"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Unregister("docs"); !errors.As(err, new(*UnknownError)) {
+	if err := Unregister(ctx, st, "docs"); !errors.As(err, new(*UnknownError)) {
 		t.Fatalf("unregistering twice: %v; want *UnknownError", err)
 	}
 }

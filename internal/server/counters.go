@@ -13,7 +13,7 @@ func (e *experimentalService) ExperimentalRegisterRelationshipCounter(ctx contex
 	if err := s.checkFilterAtHead(ctx, req.GetRelationshipFilter(), nil); err != nil {
 		return nil, s.status(err)
 	}
-	if err := s.counters.Register(req.GetName(), filterFromV1(req.GetRelationshipFilter())); err != nil {
+	if err := relcounter.Register(ctx, s.store, req.GetName(), filterFromV1(req.GetRelationshipFilter())); err != nil {
 		return nil, s.status(err)
 	}
 	return &v1.ExperimentalRegisterRelationshipCounterResponse{}, nil
@@ -21,7 +21,7 @@ func (e *experimentalService) ExperimentalRegisterRelationshipCounter(ctx contex
 
 func (e *experimentalService) ExperimentalCountRelationships(ctx context.Context, req *v1.ExperimentalCountRelationshipsRequest) (*v1.ExperimentalCountRelationshipsResponse, error) {
 	s := e.perms.s
-	filter, err := s.counters.Filter(req.GetName())
+	filter, err := relcounter.Filter(ctx, s.store, req.GetName())
 	if err != nil {
 		return nil, s.status(err)
 	}
@@ -40,7 +40,7 @@ func (e *experimentalService) ExperimentalCountRelationships(ctx context.Context
 
 func (e *experimentalService) ExperimentalUnregisterRelationshipCounter(ctx context.Context, req *v1.ExperimentalUnregisterRelationshipCounterRequest) (*v1.ExperimentalUnregisterRelationshipCounterResponse, error) {
 	s := e.perms.s
-	if err := s.counters.Unregister(req.GetName()); err != nil {
+	if err := relcounter.Unregister(ctx, s.store, req.GetName()); err != nil {
 		return nil, s.status(err)
 	}
 	return &v1.ExperimentalUnregisterRelationshipCounterResponse{}, nil

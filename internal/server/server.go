@@ -5,9 +5,9 @@
 // classifies them, as gRPC statuses with ErrorReasons. It translates wire types to
 // calls of the packages that own the rules and back: permissions are the engine's, the
 // revision a read runs at is picked by consistency.go from the request's token and
-// revision.Quantizer, schema writes are checked by schemachange, counters kept by
-// relcounter, and preconditions and writes are the store's. It decides nothing about
-// permissions itself.
+// revision.Quantizer, schema writes are checked by schemachange, counters are
+// relcounter's (registered in the store), and preconditions and writes are the
+// store's. It decides nothing about permissions itself.
 package server
 
 import (
@@ -30,7 +30,6 @@ import (
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
-	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
@@ -52,7 +51,6 @@ type Server struct {
 	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	tracer    trace.Tracer
-	counters  relcounter.Registry
 	generated string
 	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
 

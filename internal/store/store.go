@@ -1,6 +1,7 @@
 // Package store owns the datastore interfaces every backend implements: MVCC revisions,
 // batched filtered reads at a revision, atomic write batches with preconditions, the
-// stored schema, the optional interfaces a backend may add (Watcher, Replicated), the
+// stored schema, the registrations of relationship counters (Counters) and their
+// stored form, the optional interfaces a backend may add (Watcher, Replicated), the
 // sentinel errors the server maps to API errors, and the checks of a write that read
 // the same on every backend (CheckUpdates, CheckPreconditions).
 package store
@@ -150,6 +151,8 @@ type Store interface {
 	DeleteByFilter(ctx context.Context, preconditions []Precondition, f Filter, limit int, partial bool) (rev Revision, deleted int, more bool, err error)
 	// WriteSchema stores schema text after validate accepts the current state.
 	WriteSchema(ctx context.Context, text string, validate Validator) (Revision, error)
+	// Counters keeps the registrations of relationship counters.
+	Counters
 	// Close releases the store's resources.
 	Close() error
 }

@@ -45,6 +45,17 @@ var migrations = []migration{{
 		`ALTER TABLE latch_relationships CONFIGURE ZONE USING gc.ttlseconds = 90000`,
 		`ALTER TABLE latch_schema CONFIGURE ZONE USING gc.ttlseconds = 90000`,
 	},
+}, {
+	version: 2,
+	name:    "relationship counters",
+	// A plain table (sqlstore.Counters): registrations are not read AS OF SYSTEM
+	// TIME, so the table keeps the default GC TTL.
+	statements: []string{
+		`CREATE TABLE IF NOT EXISTS latch_relationship_counters (
+			name STRING PRIMARY KEY,
+			filter STRING NOT NULL
+		)`,
+	},
 }}
 
 // schemaVersions keeps the database's schema version in latch_migrations.

@@ -70,6 +70,9 @@ type Store struct {
 	revBase uint64  // records keep their revisions as offsets from this; below oldest
 	commits []int64 // commit time (unix ns) of revisions oldest..head
 	schemas []schemaVersion
+	// counters holds each registered counter's filter in its stored form
+	// (store.EncodeCounterFilter), so a registration is copied in and out whole.
+	counters map[string][]byte
 	// feed holds the changes of recent revisions for watchers; appended under mu.
 	feed *changefeed.Feed
 
@@ -95,18 +98,19 @@ func New(opts Options) *Store {
 		opts.Now = time.Now
 	}
 	s := &Store{
-		opts:    opts,
-		in:      newInterner(),
-		fwd:     newChainIndex((*recordPages).fwdKey, fwdKey.hash),
-		rev:     newChainIndex((*recordPages).revKey, revKey.hash),
-		exact:   newExactIndex(),
-		types:   map[sym]*typeInfo{},
-		head:    firstRevision,
-		oldest:  firstRevision,
-		commits: []int64{opts.Now().UnixNano()},
-		feed:    changefeed.New(firstRevision, 0, 0),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:     opts,
+		in:       newInterner(),
+		fwd:      newChainIndex((*recordPages).fwdKey, fwdKey.hash),
+		rev:      newChainIndex((*recordPages).revKey, revKey.hash),
+		exact:    newExactIndex(),
+		types:    map[sym]*typeInfo{},
+		counters: map[string][]byte{},
+		head:     firstRevision,
+		oldest:   firstRevision,
+		commits:  []int64{opts.Now().UnixNano()},
+		feed:     changefeed.New(firstRevision, 0, 0),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	if opts.GCInterval > 0 {
 		go s.collectLoop()

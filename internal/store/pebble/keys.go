@@ -19,6 +19,7 @@ import (
 //	c <rev:8>                                commit time of a revision (unix ns)
 //	s <^rev:8>                               schema text written at a revision
 //	m <name>                                 metadata: format, head, oldest, bulk
+//	k <name>0                                relationship counter: its filter's stored form
 //
 // Each relationship version lives at a forward and a reverse key with the same value.
 // The part before the version suffix (the "logical key") is six NUL-terminated fields;
@@ -31,6 +32,10 @@ import (
 // The reverse index orders a subject's relationships by resource type, relation,
 // resource id, subject relation: within one (subject, resource type, relation) that is
 // the forward order, so queries by subject merge such runs instead of sorting.
+//
+// A counter key ends in NUL, so that whatever bytes a counter's name holds, the key
+// never ends like a versioned one. Versions of latch that know no counters never read
+// the k keyspace, so adding it left the format unchanged.
 const (
 	tagForward  = 'f'
 	tagReverse  = 'r'
@@ -39,6 +44,7 @@ const (
 	tagCommit   = 'c'
 	tagSchema   = 's'
 	tagMeta     = 'm'
+	tagCounter  = 'k'
 
 	suffixLen    = 9
 	suffixMarker = 9
@@ -222,6 +228,10 @@ func commitKey(rev uint64) []byte {
 
 func schemaKey(rev uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{tagSchema}, ^rev)
+}
+
+func counterKey(name string) []byte {
+	return append(append([]byte{tagCounter}, name...), 0)
 }
 
 func endedKey(deleted uint64, fwdVersion []byte) []byte {

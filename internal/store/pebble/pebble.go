@@ -1,5 +1,6 @@
-// Package pebble is the embedded durable datastore: relationships, schema text and
-// revisions in a directory on local disk, kept by CockroachDB's Pebble storage engine.
+// Package pebble is the embedded durable datastore: relationships, schema text,
+// revisions and relationship counter registrations in a directory on local disk, kept
+// by CockroachDB's Pebble storage engine.
 // It is latch's default store.
 //
 // Every write is one revision, committed in one Pebble batch together with the new
@@ -94,6 +95,10 @@ type Store struct {
 	applied uint64
 	// lastCommit is the commit time (unix ns) of applied. Guarded by writeMu.
 	lastCommit int64
+
+	// counterMu serializes counter registrations, each of which checks its key and
+	// then writes it.
+	counterMu sync.Mutex
 
 	// head is the newest durable revision: readers read at or below it.
 	head atomic.Uint64

@@ -79,6 +79,14 @@ INSERT INTO latch_transactions (rev, xid, snapshot, committed_at)
 	// Watch finds a revision's touches by created_xid; its deletes use the partial
 	// index on deleted_xid.
 	sql: `CREATE INDEX latch_relationships_created ON latch_relationships (created_xid);`,
+}, {
+	version: 3,
+	name:    "relationship counters",
+	// A plain table (sqlstore.Counters): registrations are not versioned.
+	sql: `CREATE TABLE latch_relationship_counters (
+	name text COLLATE "C" PRIMARY KEY,
+	filter text NOT NULL
+);`,
 }}
 
 // migrateLock is the advisory lock key that serializes concurrent migrators.

@@ -3,8 +3,9 @@
 // through results in key order with keyset cursors, encodes caveats and expirations
 // into columns and back, checks update batches before they reach the database,
 // classifies driver errors (retryable conflicts, an unreachable server), opens
-// connection pools, serializes a write transaction's reads, and keeps the schema
-// version in latch_migrations (Migrations).
+// connection pools, serializes a write transaction's reads, keeps the schema version
+// in latch_migrations (Migrations) and relationship counter registrations in
+// latch_relationship_counters (Counters).
 //
 // Both dialects store relationships in one table whose key columns use the "C"
 // collation, so that the database's ORDER BY agrees with store.CompareKeys (bytewise).

@@ -80,7 +80,7 @@ func (t Tenants) conn(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// Existing opens the store of every tenant whose creation finished.
+// Existing migrates and opens the store of every tenant whose creation finished.
 func (t Tenants) Existing(ctx context.Context) ([]Tenant, error) {
 	conn, err := t.conn(ctx)
 	if err != nil {
@@ -120,9 +120,16 @@ func (t Tenants) Existing(ctx context.Context) ([]Tenant, error) {
 	return out, nil
 }
 
+// open opens an existing tenant's store after bringing its schema to this latch's
+// version: `latch datastore migrate` migrates the server's own schema, and the tenants'
+// schemas, which the server made, are the server's to upgrade. Migrating a schema
+// already at the version changes nothing.
 func (t Tenants) open(ctx context.Context, id string) (store.Store, error) {
 	uri, err := TenantURI(t.URI, tenantSchema(id))
 	if err != nil {
+		return nil, err
+	}
+	if err := t.Migrate(ctx, uri); err != nil {
 		return nil, err
 	}
 	return t.Open(ctx, uri)

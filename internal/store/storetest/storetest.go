@@ -1,10 +1,10 @@
 // Package storetest is the conformance suite every store backend runs: write semantics
 // (create, touch, delete, preconditions, validation, atomicity), MVCC reads at old
 // revisions, every filter field, key order and cursor paging, expiration, caveats,
-// filtered deletes, the stored schema, concurrency and cancellation, a randomized
-// comparison against a trivially correct model, and, for stores that implement
-// store.Watcher, the change stream. A backend's test calls Run with a
-// constructor of fresh, empty stores.
+// filtered deletes, the stored schema, relationship counter registrations, concurrency
+// and cancellation, a randomized comparison against a trivially correct model, and, for
+// stores that implement store.Watcher, the change stream. A backend's test calls Run
+// with a constructor of fresh, empty stores.
 package storetest
 
 import (
@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Caveats", testCaveats},
 		{"DeleteByFilter", testDeleteByFilter},
 		{"Schema", testSchema},
+		{"Counters", testCounters},
 		{"Concurrency", testConcurrency},
 		{"Cancellation", testCancellation},
 		{"RandomModel", testRandomModel},
