@@ -305,12 +305,18 @@ func TestDeadPeerIsAnsweredForLocally(t *testing.T) {
 	tc.use(r, s)
 	checkAll(t, tc.nodes[0].eng, s, r, reqs, want)
 	tc.nodes[2].stop()
-	// A new revision, so nothing is answered from the caches.
-	r2, reqs, want := chainData(t, st)
-	tc.use(r2, s)
-	checkAll(t, tc.nodes[0].eng, s, r2, reqs, want)
-	checkAll(t, tc.nodes[1].eng, s, r2, reqs, want)
 	dead := tc.nodes[2].lis.Addr().String()
+	// Checks at new revisions (nothing is answered from the caches) until both
+	// survivors have tried the dead peer often enough to mark it down.
+	for range 20 {
+		r2, reqs, want := chainData(t, st)
+		tc.use(r2, s)
+		checkAll(t, tc.nodes[0].eng, s, r2, reqs, want)
+		checkAll(t, tc.nodes[1].eng, s, r2, reqs, want)
+		if testutil.ToFloat64(tc.nodes[0].c.metrics.peerUp.WithLabelValues(dead))+testutil.ToFloat64(tc.nodes[1].c.metrics.peerUp.WithLabelValues(dead)) == 0 {
+			break
+		}
+	}
 	for i, nd := range tc.nodes[:2] {
 		if up := testutil.ToFloat64(nd.c.metrics.peerUp.WithLabelValues(dead)); up != 0 {
 			t.Errorf("node %d still counts the dead peer as up", i)
@@ -319,6 +325,73 @@ func TestDeadPeerIsAnsweredForLocally(t *testing.T) {
 			t.Errorf("node %d: %v failed dispatches; want the peer marked down after %d (and at most a probe or two more)", i, f, downAfter)
 		}
 	}
+}
+
+// TestCyclesCostLinearDispatches asks checks over groups that all nest one another
+// (every path is a cycle). One node's memory of the subproblems it answered keeps that
+// linear; routing every step anew would start that memory afresh at each hop and
+// explore the cycles once per path.
+func TestCyclesCostLinearDispatches(t *testing.T) {
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	s := mustCompile(t, `definition user {}
+definition group { relation member: user | group#member }`)
+	tc := startCluster(t, 3, st)
+	const groups = 8
+	var updates []store.Update
+	for i := range groups {
+		for j := range groups {
+			if i != j {
+				x, err := rel.Parse(fmt.Sprintf("group:g%d#member@group:g%d#member", i, j))
+				if err != nil {
+					t.Fatal(err)
+				}
+				updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
+			}
+		}
+	}
+	x, err := rel.Parse("group:g7#member@user:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
+	rev, err := st.Write(context.Background(), nil, updates, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Reader(context.Background(), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.use(r, s)
+	single := engine.New(engine.Config{MaxDepth: 12})
+	for _, who := range []string{"alice", "bob"} {
+		for g := range groups {
+			req := engine.CheckRequest{
+				Resource: rel.ObjectRef{Type: "group", ID: fmt.Sprint("g", g)}, Permission: "member",
+				Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: who}},
+			}
+			want, wantErr := single.Check(context.Background(), s, r, req)
+			before := sentBy(t, tc)
+			got, err := tc.nodes[g%3].eng.Check(context.Background(), s, r, req)
+			if !sameAnswer(want, wantErr, got, err) {
+				t.Fatalf("group:g%d#member@user:%s: cluster %v %v, one node %v %v", g, who, got.Membership, err, want.Membership, wantErr)
+			}
+			if n := sentBy(t, tc) - before; n > groups*3 {
+				t.Errorf("group:g%d#member@user:%s took %v dispatches; linear in the groups is at most %d", g, who, n, groups*3)
+			}
+		}
+	}
+}
+
+// sentBy is the dispatches every node of tc has sent.
+func sentBy(t *testing.T, tc *testCluster) float64 {
+	t.Helper()
+	total := 0.0
+	for _, nd := range tc.nodes {
+		total += counter(t, nd.reg, "latch_cluster_dispatch_sent_total")
+	}
+	return total
 }
 
 // TestSlowPeerIsHedged makes one node answer dispatches only after a second: checks

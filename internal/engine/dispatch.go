@@ -44,6 +44,16 @@ type Subproblem struct {
 	Depth        int
 }
 
+// RoutedLevels is how many levels of a check's tree of subproblems are routed to their
+// owners: the check itself and the steps within RoutedLevels-1 relations or arrows of
+// it; deeper steps are answered on the node that reaches them. An evaluator remembers
+// every subproblem it answered during the request, which keeps recursion over cyclic
+// data linear in the depth limit; each dispatch starts that memory afresh on the node
+// receiving it, so routing every level would explore cycles once per path, a cost
+// that grows with the depth limit at every hop. The top levels are the subproblems
+// checks share most, and the ones worth one owner's cache.
+const RoutedLevels = 3
+
 // AnswerState is one resource's answer to a Subproblem.
 type AnswerState uint8
 

@@ -49,11 +49,13 @@ func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx m
 	}
 }
 
-// routing is a request's view of the cluster: the dispatcher and the routing hash of
-// the request's subject and context.
+// routing is a request's view of the cluster: the dispatcher, the routing hash of the
+// request's subject and context, and the remaining depth at or below which steps are
+// no longer routed (RoutedLevels).
 type routing struct {
-	disp Dispatcher
-	base uint64
+	disp  Dispatcher
+	base  uint64
+	floor int
 }
 
 // relation answers relation or permission r of r.Def for every id in ids, with depth
@@ -68,7 +70,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	route = route && ev.routing != nil && routed(r)
+	route = route && ev.routing != nil && depth > ev.routing.floor && routed(r)
 	out := make(results, len(ids))
 	todo := make([]string, 0, len(ids))
 	var remote map[Node][]string
