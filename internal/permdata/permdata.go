@@ -6,7 +6,11 @@
 package permdata
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
@@ -62,6 +66,38 @@ func subjectString(s rel.SubjectRef) string {
 type Batch struct {
 	Updates []store.Update
 	index   map[rel.Key]int
+	// reads are the stored attribute values the updates were computed from.
+	reads []storedRead
+}
+
+// ErrAttributeChanged refuses a write whose rule-call arguments were completed from
+// an attribute value that another write changed before this one committed. Nothing
+// was written; lowering the write again at a newer head and retrying loses neither
+// write.
+var ErrAttributeChanged = errors.New("an attribute this write read was changed by a concurrent write")
+
+// Unchanged returns the validator that makes a write of b a compare-and-swap: it
+// fails with ErrAttributeChanged unless every attribute value b was computed from is
+// still stored (or still absent) at the revision the write commits on. Nil when b
+// read nothing: a write that sets every argument of its rule calls depends on no
+// stored value.
+func (b *Batch) Unchanged() store.Validator {
+	if len(b.reads) == 0 {
+		return nil
+	}
+	reads := slices.Clone(b.reads)
+	return func(ctx context.Context, r store.Reader) error {
+		for _, was := range reads {
+			now, err := readStored(ctx, r, was.entity, was.attr)
+			if err != nil {
+				return err
+			}
+			if now.found != was.found || !reflect.DeepEqual(now.stored, was.stored) {
+				return fmt.Errorf("%w: %s:%s %s", ErrAttributeChanged, was.entity.Type, was.entity.ID, was.attr)
+			}
+		}
+		return nil
+	}
 }
 
 // Add appends an update of r, or replaces the earlier update of the same relationship.

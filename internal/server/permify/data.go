@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
@@ -52,6 +56,10 @@ func tupleOf(r rel.Relationship) tupleJSON {
 	}
 }
 
+// maxWriteAttempts bounds how often a data write is lowered again after a concurrent
+// write changed an attribute value it read (permdata.ErrAttributeChanged).
+const maxWriteAttempts = 20
+
 func (h *Handler) dataWrite(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
 		Metadata   metadata        `json:"metadata"`
@@ -64,19 +72,42 @@ func (h *Handler) dataWrite(ctx context.Context, t *tenant, body []byte) (any, e
 	if n := len(req.Tuples) + len(req.Attributes); n > h.cfg.MaxBatch {
 		return nil, invalid("ERROR_CODE_MAX_DATA_PER_WRITE_EXCEEDED", fmt.Sprintf("%d tuples and attributes in one write; the maximum is %d", n, h.cfg.MaxBatch))
 	}
-	r, v, err := h.readView(ctx, t, metadata{SchemaVersion: req.Metadata.SchemaVersion})
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		rev, err := h.writeOnce(ctx, t, req.Metadata.SchemaVersion, req.Tuples, req.Attributes)
+		switch {
+		case err == nil:
+			return map[string]any{"snap_token": zedtoken.Encode(rev)}, nil
+		case !errors.Is(err, permdata.ErrAttributeChanged):
+			return nil, err
+		case attempt == maxWriteAttempts:
+			return nil, &apiError{codes.Aborted, "ERROR_CODE_SERIALIZATION", fmt.Sprintf("the attribute values this write depends on were changed by concurrent writes %d times in a row; nothing was written, retry the write", attempt)}
+		}
+		// The conflicting write may not be the published head yet (a durable store
+		// publishes a revision once it is synced): wait a jittered, growing while
+		// before lowering again, which also spreads contending writers apart.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))):
+		}
 	}
-	b, err := lower(ctx, v, r, "", req.Tuples, req.Attributes)
+}
+
+// writeOnce lowers the data at the head and writes it, provided the attribute values
+// the lowering read are still the stored ones when the write commits: an attribute
+// write completes the arguments of the rule calls that read it from the entity's
+// other attributes, and a concurrent write of one of those must not be overwritten
+// by the stale value read here.
+func (h *Handler) writeOnce(ctx context.Context, t *tenant, schemaVersion string, tuples []tupleJSON, attributes []attributeJSON) (store.Revision, error) {
+	r, v, err := h.readView(ctx, t, metadata{SchemaVersion: schemaVersion})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	rev, err := t.store.Write(ctx, nil, b.Updates, nil)
+	b, err := lower(ctx, v, r, "", tuples, attributes)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return map[string]any{"snap_token": zedtoken.Encode(rev)}, nil
+	return t.store.Write(ctx, nil, b.Updates, b.Unchanged())
 }
 
 // lower turns tuples and attributes into the relationship updates a write of them
