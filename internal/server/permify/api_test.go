@@ -459,3 +459,50 @@ func TestCheckCount(t *testing.T) {
 		t.Errorf("check through a parent folder: %v, want allowed with check_count of at least 2", out)
 	}
 }
+
+// TestLookupSubjectExpandsWildcards: as in Permify, a grant to every subject (a
+// public attribute) is answered with the subjects of the requested type that the
+// tenant's relationships name, less those an exclusion removes; "*" is never an id.
+func TestLookupSubjectExpandsWildcards(t *testing.T) {
+	a := newAPI(t, nil)
+	a.ok("/v1/tenants/t1/schemas/write", map[string]any{"schema": `entity user {}
+entity team { relation member @user }
+entity doc {
+    relation owner @user
+    relation banned @user
+    attribute is_public boolean
+    permission read = owner or is_public
+    permission view = is_public not banned
+}`})
+	a.ok("/v1/tenants/t1/data/write", map[string]any{
+		"tuples": []any{
+			tuple("doc:2", "owner", "user:alice"),
+			tuple("doc:1", "banned", "user:mallory"),
+			tuple("team:eng", "member", "user:bob"),
+		},
+		"attributes": []any{attr("doc:1", "is_public", boolValue(true))},
+	})
+	for _, c := range []struct {
+		doc, perm string
+		subject   map[string]any
+		want      []any
+	}{
+		{"doc:1", "read", map[string]any{"type": "user"}, []any{"alice", "bob", "mallory"}},
+		{"doc:1", "view", map[string]any{"type": "user"}, []any{"alice", "bob"}},
+		{"doc:2", "read", map[string]any{"type": "user"}, []any{"alice"}},
+		{"doc:1", "read", map[string]any{"type": "team", "relation": "member"}, []any{}},
+	} {
+		out := a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref(c.doc), "permission": c.perm, "subject_reference": c.subject})
+		if !reflect.DeepEqual(out["subject_ids"], c.want) {
+			t.Errorf("lookup-subject %s#%s %v = %v, want %v", c.doc, c.perm, c.subject, out["subject_ids"], c.want)
+		}
+	}
+	out := a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "read", "subject_reference": map[string]any{"type": "user"}, "page_size": 2})
+	if !reflect.DeepEqual(out["subject_ids"], []any{"alice", "bob"}) || out["continuous_token"] == "" {
+		t.Fatalf("lookup-subject page 1 = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "read", "subject_reference": map[string]any{"type": "user"}, "page_size": 2, "continuous_token": out["continuous_token"]})
+	if !reflect.DeepEqual(out["subject_ids"], []any{"mallory"}) || out["continuous_token"] != "" {
+		t.Errorf("lookup-subject page 2 = %v", out)
+	}
+}
