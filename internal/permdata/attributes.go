@@ -26,8 +26,10 @@ type Attribute struct {
 type AttributeProblem int
 
 const (
+	// UnknownEntity: the schema defines no entity type of that name.
+	UnknownEntity AttributeProblem = iota + 1
 	// UnknownAttribute: the entity type has no attribute of that name.
-	UnknownAttribute AttributeProblem = iota + 1
+	UnknownAttribute
 	// InvalidEntityID: the entity id breaks the syntax rules.
 	InvalidEntityID
 	// ValueTypeMismatch: the value does not have the attribute's type.
@@ -40,11 +42,13 @@ type AttributeError struct {
 	Entity    rel.ObjectRef
 	Attribute string
 	Problem   AttributeProblem
-	Err       error // the id or value error; nil for UnknownAttribute
+	Err       error // the id or value error; nil for UnknownEntity and UnknownAttribute
 }
 
 func (e *AttributeError) Error() string {
 	switch e.Problem {
+	case UnknownEntity:
+		return fmt.Sprintf("attributes[%d]: entity type %q is not defined in the schema", e.Index, e.Entity.Type)
 	case UnknownAttribute:
 		return fmt.Sprintf("attributes[%d]: entity %q has no attribute %q", e.Index, e.Entity.Type, e.Attribute)
 	case ValueTypeMismatch:
@@ -64,6 +68,9 @@ func (s *Schema) AttributeUpdates(ctx context.Context, r store.Reader, attrs []A
 	var order []rel.ObjectRef
 	for i, a := range attrs {
 		obj := a.Entity
+		if s.IR.Definition(obj.Type) == nil {
+			return &AttributeError{Index: i, Entity: obj, Attribute: a.Name, Problem: UnknownEntity}
+		}
 		typ, ok := s.Info.Attributes[obj.Type][a.Name]
 		if !ok {
 			return &AttributeError{Index: i, Entity: obj, Attribute: a.Name, Problem: UnknownAttribute}

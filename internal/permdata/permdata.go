@@ -30,16 +30,17 @@ type Schema struct {
 func NewSchema(s *ir.Schema) *Schema { return &Schema{IR: s, Info: perm.Inspect(s)} }
 
 // CheckTuple reports why the schema does not accept r as a Permify tuple, if it does
-// not: its entity or relation is unknown (or not a relation Permify can write), its
-// subject type is not allowed, or an id breaks the syntax rules.
+// not: its entity type is unknown (*ir.UnknownDefinitionError), it has no such
+// relation, or not one Permify can write (*ir.UnknownRelationError), its subject type
+// is not allowed, or an id breaks the syntax rules.
 func (s *Schema) CheckTuple(r rel.Relationship) error {
 	def := s.IR.Definition(r.Resource.Type)
 	if def == nil {
-		return fmt.Errorf("entity type %q is not defined in the schema", r.Resource.Type)
+		return &ir.UnknownDefinitionError{Name: r.Resource.Type}
 	}
 	rl := def.Relation(r.Relation)
 	if rl == nil || rl.IsPermission() || s.Info.IsSynthetic(def.Name, rl.Name) {
-		return fmt.Errorf("entity %q has no relation %q", def.Name, r.Relation)
+		return &ir.UnknownRelationError{Definition: def.Name, Name: r.Relation}
 	}
 	// Permify tuples carry no caveat and no expiration, so the type list must accept
 	// the subject bare, as the SpiceDB API requires of such a write.

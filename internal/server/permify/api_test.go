@@ -297,8 +297,6 @@ func TestErrorShapes(t *testing.T) {
 	a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": " "}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_SCHEMA_PARSE")
 	seedDocs(t, a, "t1")
 	a.fails(http.MethodPost, p+"permissions/check", "{not json", http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
-	a.fails(http.MethodPost, p+"permissions/check", chk("nope:1", "view", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND")
-	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "nope", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_PERMISSION_DEFINITION_NOT_FOUND")
 	bad := chk("doc:1", "view", "user:a")
 	bad["metadata"] = map[string]any{"snap_token": "garbage"}
 	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
@@ -310,9 +308,9 @@ func TestErrorShapes(t *testing.T) {
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "team:eng")}},
 		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "is_public", "user:eng")}},
-		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_RELATION_DEFINITION_NOT_FOUND") // Permify finds relations only
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "view", "user:eng")}},
-		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_RELATION_DEFINITION_NOT_FOUND") // Permify finds relations only
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "nope", true)}},
 		http.StatusNotFound, codes.NotFound, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND")
 	for _, v := range []any{"yes", map[string]any{"@type": "type.googleapis.com/base.v1.StringValue", "data": "x"}, map[string]any{"integer": 1}, nil} {
@@ -504,5 +502,50 @@ entity doc {
 	out = a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "read", "subject_reference": map[string]any{"type": "user"}, "page_size": 2, "continuous_token": out["continuous_token"]})
 	if !reflect.DeepEqual(out["subject_ids"], []any{"mallory"}) || out["continuous_token"] != "" {
 		t.Errorf("lookup-subject page 2 = %v", out)
+	}
+}
+
+// TestUnknownNamesAnswerPermifysCodes: an entity type, permission or relation the
+// schema does not define, on every endpoint, answers as Permify's server does. Permify
+// looks an entity up by name among the stored schema's definitions (and a name that is
+// neither relation, permission nor attribute up as a rule), so an unknown entity type
+// or permission is ERROR_CODE_SCHEMA_NOT_FOUND; a tuple's unknown relation is
+// ERROR_CODE_RELATION_DEFINITION_NOT_FOUND and an unknown attribute
+// ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND, all NOT_FOUND (404). Reads and deletes
+// by filter consult no schema: an unknown type matches nothing.
+func TestUnknownNamesAnswerPermifysCodes(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	const schemaNotFound = "ERROR_CODE_SCHEMA_NOT_FOUND"
+	subj := map[string]any{"type": "user"}
+	for _, c := range []struct {
+		name, path string
+		body       map[string]any
+		reason     string // "" : answered 200
+	}{
+		{"check, unknown entity type", "permissions/check", map[string]any{"entity": ref("nope:1"), "permission": "view", "subject": ref("user:a")}, schemaNotFound},
+		{"check, unknown permission", "permissions/check", map[string]any{"entity": ref("doc:1"), "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-entity, unknown entity type", "permissions/lookup-entity", map[string]any{"entity_type": "nope", "permission": "view", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-entity, unknown permission", "permissions/lookup-entity", map[string]any{"entity_type": "doc", "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-subject, unknown entity type", "permissions/lookup-subject", map[string]any{"entity": ref("nope:1"), "permission": "view", "subject_reference": subj}, schemaNotFound},
+		{"lookup-subject, unknown permission", "permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "nope", "subject_reference": subj}, schemaNotFound},
+		{"subject-permission, unknown entity type", "permissions/subject-permission", map[string]any{"entity": ref("nope:1"), "subject": ref("user:a")}, schemaNotFound},
+		{"expand, unknown entity type", "permissions/expand", map[string]any{"entity": ref("nope:1"), "permission": "view"}, schemaNotFound},
+		{"expand, unknown permission", "permissions/expand", map[string]any{"entity": ref("doc:1"), "permission": "nope"}, schemaNotFound},
+		{"data/write, tuple of an unknown entity type", "data/write", map[string]any{"tuples": []any{tuple("nope:1", "owner", "user:a")}}, schemaNotFound},
+		{"data/write, tuple of an unknown relation", "data/write", map[string]any{"tuples": []any{tuple("doc:1", "nope", "user:a")}}, "ERROR_CODE_RELATION_DEFINITION_NOT_FOUND"},
+		{"data/write, attribute of an unknown entity type", "data/write", map[string]any{"attributes": []any{attr("nope:1", "is_public", boolValue(true))}}, schemaNotFound},
+		{"data/write, unknown attribute", "data/write", map[string]any{"attributes": []any{attr("doc:1", "nope", boolValue(true))}}, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND"},
+		{"data/delete, unknown entity type", "data/delete", map[string]any{"tuple_filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
+		{"relationships/read, unknown entity type", "data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
+		{"attributes/read, unknown entity type", "data/attributes/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
+	} {
+		status, out := a.do(http.MethodPost, "/v1/tenants/t1/"+c.path, c.body)
+		switch {
+		case c.reason == "" && status != http.StatusOK:
+			t.Errorf("%s: status %d %v, want 200", c.name, status, out)
+		case c.reason != "" && (status != http.StatusNotFound || out["code"] != float64(codes.NotFound) || out["message"] != c.reason):
+			t.Errorf("%s: status %d %v, want 404 code %d %s", c.name, status, out, codes.NotFound, c.reason)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/server/zedtoken"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -57,8 +58,10 @@ func tupleOf(r rel.Relationship) tupleJSON {
 }
 
 // maxWriteAttempts bounds how often a data write is lowered again after a concurrent
-// write changed an attribute value it read (permdata.ErrAttributeChanged).
-const maxWriteAttempts = 20
+// write changed an attribute value it read (permdata.ErrAttributeChanged). Writers
+// of different attributes of one entity invalidate each other's reads, so with k of
+// them an attempt succeeds about once in k: the bound is far past what that needs.
+const maxWriteAttempts = 100
 
 func (h *Handler) dataWrite(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
@@ -119,7 +122,7 @@ func lower(ctx context.Context, v *view, r store.Reader, field string, tuples []
 	for i, tp := range tuples {
 		rl := tp.rel()
 		if err := v.CheckTuple(rl); err != nil {
-			return b, invalid("ERROR_CODE_VALIDATION", fmt.Sprintf("%stuples[%d]: %v", field, i, err))
+			return b, tupleError(fmt.Sprintf("%stuples[%d]", field, i), err)
 		}
 		b.Add(store.Touch, rl)
 	}
@@ -137,6 +140,20 @@ func (tp tupleJSON) rel() rel.Relationship {
 	return rel.Relationship{Resource: rel.ObjectRef{Type: tp.Entity.Type, ID: tp.Entity.ID}, Relation: tp.Relation, Subject: tp.Subject.rel()}
 }
 
+// tupleError gives a refused tuple Permify's error code: an unknown entity type is a
+// schema definition not found and an unknown relation a relation definition not
+// found, as Permify's data write reports them; anything else fails validation.
+func tupleError(item string, err error) error {
+	msg := item + ": " + err.Error()
+	switch {
+	case errors.As(err, new(*ir.UnknownDefinitionError)):
+		return notFound("ERROR_CODE_SCHEMA_NOT_FOUND", msg)
+	case errors.As(err, new(*ir.UnknownRelationError)):
+		return notFound("ERROR_CODE_RELATION_DEFINITION_NOT_FOUND", msg)
+	}
+	return invalid("ERROR_CODE_VALIDATION", msg)
+}
+
 // attributeError gives a refused attribute Permify's error code.
 func attributeError(err error) error {
 	var ae *permdata.AttributeError
@@ -144,6 +161,8 @@ func attributeError(err error) error {
 		return err
 	}
 	switch ae.Problem {
+	case permdata.UnknownEntity:
+		return notFound("ERROR_CODE_SCHEMA_NOT_FOUND", ae.Error())
 	case permdata.UnknownAttribute:
 		return notFound("ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND", ae.Error())
 	case permdata.ValueTypeMismatch:
