@@ -26,8 +26,10 @@ type Attribute struct {
 type AttributeProblem int
 
 const (
+	// UnknownEntity: the schema defines no entity type of that name.
+	UnknownEntity AttributeProblem = iota + 1
 	// UnknownAttribute: the entity type has no attribute of that name.
-	UnknownAttribute AttributeProblem = iota + 1
+	UnknownAttribute
 	// InvalidEntityID: the entity id breaks the syntax rules.
 	InvalidEntityID
 	// ValueTypeMismatch: the value does not have the attribute's type.
@@ -40,11 +42,13 @@ type AttributeError struct {
 	Entity    rel.ObjectRef
 	Attribute string
 	Problem   AttributeProblem
-	Err       error // the id or value error; nil for UnknownAttribute
+	Err       error // the id or value error; nil for UnknownEntity and UnknownAttribute
 }
 
 func (e *AttributeError) Error() string {
 	switch e.Problem {
+	case UnknownEntity:
+		return fmt.Sprintf("attributes[%d]: entity type %q is not defined in the schema", e.Index, e.Entity.Type)
 	case UnknownAttribute:
 		return fmt.Sprintf("attributes[%d]: entity %q has no attribute %q", e.Index, e.Entity.Type, e.Attribute)
 	case ValueTypeMismatch:
@@ -64,6 +68,9 @@ func (s *Schema) AttributeUpdates(ctx context.Context, r store.Reader, attrs []A
 	var order []rel.ObjectRef
 	for i, a := range attrs {
 		obj := a.Entity
+		if s.IR.Definition(obj.Type) == nil {
+			return &AttributeError{Index: i, Entity: obj, Attribute: a.Name, Problem: UnknownEntity}
+		}
 		typ, ok := s.Info.Attributes[obj.Type][a.Name]
 		if !ok {
 			return &AttributeError{Index: i, Entity: obj, Attribute: a.Name, Problem: UnknownAttribute}
@@ -101,6 +108,9 @@ func valueRel(obj rel.ObjectRef, relation string, al ir.AllowedSubject, ctx map[
 	}
 }
 
+// callUpdates adds the values of the rule calls that read an attribute in set. The
+// arguments it completes from r are recorded in b, so the write can insist they are
+// still the stored ones when it commits (Batch.Unchanged).
 func (s *Schema) callUpdates(ctx context.Context, r store.Reader, obj rel.ObjectRef, set map[string]any, b *Batch) error {
 	for _, c := range s.Info.Calls[obj.Type] {
 		if !slices.ContainsFunc(c.Args, func(a string) bool { _, ok := set[a]; return ok }) {
@@ -114,10 +124,12 @@ func (s *Schema) callUpdates(ctx context.Context, r store.Reader, obj rel.Object
 		for i, a := range c.Args {
 			val, ok := set[a]
 			if !ok {
-				var err error
-				if val, err = s.storedValue(ctx, r, obj, a); err != nil {
+				read, err := readStored(ctx, r, obj, a)
+				if err != nil {
 					return err
 				}
+				b.reads = append(b.reads, read)
+				val = read.value(s)
 			}
 			args[rule.Params[i].Name] = val
 		}
@@ -129,23 +141,39 @@ func (s *Schema) callUpdates(ctx context.Context, r store.Reader, obj rel.Object
 	return nil
 }
 
-// storedValue reads attr of obj, or Permify's zero value when it was never written.
-func (s *Schema) storedValue(ctx context.Context, r store.Reader, obj rel.ObjectRef, attr string) (any, error) {
+// storedRead is an attribute value a write read to complete a rule call's arguments.
+type storedRead struct {
+	entity rel.ObjectRef
+	attr   string
+	found  bool
+	stored any // the stored value when found
+}
+
+// value is the argument the read gives: the stored value, or Permify's zero value
+// when the attribute was never written.
+func (sr storedRead) value(s *Schema) any {
+	if sr.found {
+		return sr.stored
+	}
+	return zeroValue(s.Info.Attributes[sr.entity.Type][sr.attr])
+}
+
+// readStored reads attr of obj at r.
+func readStored(ctx context.Context, r store.Reader, obj rel.ObjectRef, attr string) (storedRead, error) {
+	out := storedRead{entity: obj, attr: attr}
 	f := store.Filter{
 		ResourceType: obj.Type, ResourceIDs: []string{obj.ID}, Relation: attr,
 		Subject: &store.SubjectFilter{Type: obj.Type, IDs: []string{rel.Wildcard}},
 	}
 	for it, err := range r.Query(ctx, f, store.QueryOptions{Limit: 1}) {
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		if c := it.Relationship.Caveat; c != nil {
-			if val, ok := c.Context["value"]; ok {
-				return val, nil
-			}
+			out.stored, out.found = c.Context["value"]
 		}
 	}
-	return zeroValue(s.Info.Attributes[obj.Type][attr]), nil
+	return out, nil
 }
 
 // AttributeFilter selects attribute values: of entities of Type (every type when

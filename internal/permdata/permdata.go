@@ -6,7 +6,11 @@
 package permdata
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
@@ -26,16 +30,17 @@ type Schema struct {
 func NewSchema(s *ir.Schema) *Schema { return &Schema{IR: s, Info: perm.Inspect(s)} }
 
 // CheckTuple reports why the schema does not accept r as a Permify tuple, if it does
-// not: its entity or relation is unknown (or not a relation Permify can write), its
-// subject type is not allowed, or an id breaks the syntax rules.
+// not: its entity type is unknown (*ir.UnknownDefinitionError), it has no such
+// relation, or not one Permify can write (*ir.UnknownRelationError), its subject type
+// is not allowed, or an id breaks the syntax rules.
 func (s *Schema) CheckTuple(r rel.Relationship) error {
 	def := s.IR.Definition(r.Resource.Type)
 	if def == nil {
-		return fmt.Errorf("entity type %q is not defined in the schema", r.Resource.Type)
+		return &ir.UnknownDefinitionError{Name: r.Resource.Type}
 	}
 	rl := def.Relation(r.Relation)
 	if rl == nil || rl.IsPermission() || s.Info.IsSynthetic(def.Name, rl.Name) {
-		return fmt.Errorf("entity %q has no relation %q", def.Name, r.Relation)
+		return &ir.UnknownRelationError{Definition: def.Name, Name: r.Relation}
 	}
 	// Permify tuples carry no caveat and no expiration, so the type list must accept
 	// the subject bare, as the SpiceDB API requires of such a write.
@@ -62,6 +67,38 @@ func subjectString(s rel.SubjectRef) string {
 type Batch struct {
 	Updates []store.Update
 	index   map[rel.Key]int
+	// reads are the stored attribute values the updates were computed from.
+	reads []storedRead
+}
+
+// ErrAttributeChanged refuses a write whose rule-call arguments were completed from
+// an attribute value that another write changed before this one committed. Nothing
+// was written; lowering the write again at a newer head and retrying loses neither
+// write.
+var ErrAttributeChanged = errors.New("an attribute this write read was changed by a concurrent write")
+
+// Unchanged returns the validator that makes a write of b a compare-and-swap: it
+// fails with ErrAttributeChanged unless every attribute value b was computed from is
+// still stored (or still absent) at the revision the write commits on. Nil when b
+// read nothing: a write that sets every argument of its rule calls depends on no
+// stored value.
+func (b *Batch) Unchanged() store.Validator {
+	if len(b.reads) == 0 {
+		return nil
+	}
+	reads := slices.Clone(b.reads)
+	return func(ctx context.Context, r store.Reader) error {
+		for _, was := range reads {
+			now, err := readStored(ctx, r, was.entity, was.attr)
+			if err != nil {
+				return err
+			}
+			if now.found != was.found || !reflect.DeepEqual(now.stored, was.stored) {
+				return fmt.Errorf("%w: %s:%s %s", ErrAttributeChanged, was.entity.Type, was.entity.ID, was.attr)
+			}
+		}
+		return nil
+	}
 }
 
 // Add appends an update of r, or replaces the earlier update of the same relationship.

@@ -19,9 +19,12 @@ entity doc {
 	relation owner @user
 	attribute public boolean
 	attribute size integer
+	attribute limit integer
 	permission view = owner or public or small(size)
+	permission fits = within(size, limit)
 }
 rule small(size integer) { size < 10 }
+rule within(size integer, limit integer) { size < limit }
 `
 
 type fixture struct {
@@ -80,6 +83,35 @@ func (f *fixture) can(t *testing.T, doc string) string {
 
 func attr(doc, name, value string) Attribute {
 	return Attribute{Entity: rel.ObjectRef{Type: "doc", ID: doc}, Name: name, Value: json.RawMessage(value)}
+}
+
+// TestUnchangedRefusesStaleReads: a write that completed a rule call's arguments
+// from stored values commits only while those values are still the stored ones, so a
+// concurrent write of another attribute of the entity is never overwritten.
+func TestUnchangedRefusesStaleReads(t *testing.T) {
+	f := newFixture(t)
+	var stale Batch
+	if err := f.s.AttributeUpdates(f.ctx, f.head(t), []Attribute{attr("a", "size", "3")}, &stale); err != nil {
+		t.Fatal(err)
+	}
+	f.setAttributes(t, attr("a", "limit", "5"))
+	if _, err := f.st.Write(f.ctx, nil, stale.Updates, stale.Unchanged()); !errors.Is(err, ErrAttributeChanged) {
+		t.Fatalf("write computed from limit before it was set: %v, want ErrAttributeChanged", err)
+	}
+	var fresh Batch
+	if err := f.s.AttributeUpdates(f.ctx, f.head(t), []Attribute{attr("a", "size", "3")}, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Write(f.ctx, nil, fresh.Updates, fresh.Unchanged()); err != nil {
+		t.Fatalf("the same write lowered again at the new head: %v", err)
+	}
+	var whole Batch
+	if err := f.s.AttributeUpdates(f.ctx, f.head(t), []Attribute{attr("a", "size", "1"), attr("a", "limit", "2")}, &whole); err != nil {
+		t.Fatal(err)
+	}
+	if whole.Unchanged() != nil {
+		t.Error("a write setting every argument of its rule calls depends on stored values")
+	}
 }
 
 // TestAttributeLowering: attribute values and the rule calls over them become

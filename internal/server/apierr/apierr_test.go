@@ -165,7 +165,7 @@ func TestClassify(t *testing.T) {
 		{store.OutcomeUnknown(false, fmt.Errorf("commit: %w", store.ErrUnavailable)), codes.Unknown, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, nil, "", 0},
 		{engine.ErrMaxDepth, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED, nil, "ERROR_CODE_DEPTH_NOT_ENOUGH", codes.InvalidArgument},
 		{engine.ErrWildcardSubject, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_WILDCARD_NOT_ALLOWED, []string{"field"}, "", 0},
-		{&ir.UnknownDefinitionError{Name: "x"}, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION, []string{"definition_name"}, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND", codes.NotFound},
+		{&ir.UnknownDefinitionError{Name: "x"}, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION, []string{"definition_name"}, "ERROR_CODE_SCHEMA_NOT_FOUND", codes.NotFound},
 		{&ir.UnknownCaveatError{Name: "c", Definition: "doc", Relation: "viewer", SubjectType: "user with c"}, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_SUBJECT_TYPE, []string{"definition_name", "relation_name", "subject_type"}, "", 0},
 		// The parameter's own error comes first, wrapped as it is at check time.
 		{&engine.CaveatEvalError{Caveat: "c", Err: &caveat.ParamTypeError{Caveat: "c", Param: "p", Err: errors.New("x")}}, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_PARAMETER_TYPE_ERROR, []string{"caveat_name", "parameter_name"}, "", 0},

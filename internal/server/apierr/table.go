@@ -24,12 +24,14 @@ import (
 // Permify's codes for the errors where its API answers differently from SpiceDB's;
 // for the rest, server/permify renders the gRPC code.
 var (
-	permifyUnknownEntity     = Permify{"ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND", codes.NotFound}
-	permifyUnknownPermission = Permify{"ERROR_CODE_PERMISSION_DEFINITION_NOT_FOUND", codes.NotFound}
-	permifySchemaCompile     = Permify{"ERROR_CODE_SCHEMA_COMPILE", codes.InvalidArgument}
-	permifyDepth             = Permify{"ERROR_CODE_DEPTH_NOT_ENOUGH", codes.InvalidArgument}
-	permifyTokenExpired      = Permify{"ERROR_CODE_SNAP_TOKEN_EXPIRED", codes.FailedPrecondition}
-	permifyInvalid           = Permify{"ERROR_CODE_INVALID_ARGUMENT", codes.InvalidArgument}
+	// Permify looks an entity up by name among the stored schema's definitions, and a
+	// name that is no relation, permission or attribute of the entity up as a rule:
+	// an unknown entity type or permission is a schema definition not found.
+	permifyUnknownName   = Permify{"ERROR_CODE_SCHEMA_NOT_FOUND", codes.NotFound}
+	permifySchemaCompile = Permify{"ERROR_CODE_SCHEMA_COMPILE", codes.InvalidArgument}
+	permifyDepth         = Permify{"ERROR_CODE_DEPTH_NOT_ENOUGH", codes.InvalidArgument}
+	permifyTokenExpired  = Permify{"ERROR_CODE_SNAP_TOKEN_EXPIRED", codes.FailedPrecondition}
+	permifyInvalid       = Permify{"ERROR_CODE_INVALID_ARGUMENT", codes.InvalidArgument}
 )
 
 const (
@@ -65,10 +67,10 @@ var domain = []Rule{
 	})},
 
 	// Relationships checked against the schema.
-	{fp, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION, permifyUnknownEntity, As(func(e *ir.UnknownDefinitionError) map[string]string {
+	{fp, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION, permifyUnknownName, As(func(e *ir.UnknownDefinitionError) map[string]string {
 		return map[string]string{"definition_name": e.Name}
 	})},
-	{fp, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION, permifyUnknownPermission, As(func(e *ir.UnknownRelationError) map[string]string {
+	{fp, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION, permifyUnknownName, As(func(e *ir.UnknownRelationError) map[string]string {
 		return map[string]string{"definition_name": e.Definition, "relation_or_permission_name": e.Name}
 	})},
 	{ia, v1.ErrorReason_ERROR_REASON_CANNOT_UPDATE_PERMISSION, Permify{}, As(func(e *ir.CannotWritePermissionError) map[string]string {

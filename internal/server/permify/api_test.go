@@ -297,8 +297,6 @@ func TestErrorShapes(t *testing.T) {
 	a.fails(http.MethodPost, p+"schemas/write", map[string]any{"schema": " "}, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_SCHEMA_PARSE")
 	seedDocs(t, a, "t1")
 	a.fails(http.MethodPost, p+"permissions/check", "{not json", http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
-	a.fails(http.MethodPost, p+"permissions/check", chk("nope:1", "view", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND")
-	a.fails(http.MethodPost, p+"permissions/check", chk("doc:1", "nope", "user:a"), http.StatusNotFound, codes.NotFound, "ERROR_CODE_PERMISSION_DEFINITION_NOT_FOUND")
 	bad := chk("doc:1", "view", "user:a")
 	bad["metadata"] = map[string]any{"snap_token": "garbage"}
 	a.fails(http.MethodPost, p+"permissions/check", bad, http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_INVALID_ARGUMENT")
@@ -310,9 +308,9 @@ func TestErrorShapes(t *testing.T) {
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "owner", "team:eng")}},
 		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "is_public", "user:eng")}},
-		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_RELATION_DEFINITION_NOT_FOUND") // Permify finds relations only
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"tuples": []any{tuple("doc:1", "view", "user:eng")}},
-		http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_VALIDATION")
+		http.StatusNotFound, codes.NotFound, "ERROR_CODE_RELATION_DEFINITION_NOT_FOUND") // Permify finds relations only
 	a.fails(http.MethodPost, p+"data/write", map[string]any{"attributes": []any{attr("doc:1", "nope", true)}},
 		http.StatusNotFound, codes.NotFound, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND")
 	for _, v := range []any{"yes", map[string]any{"@type": "type.googleapis.com/base.v1.StringValue", "data": "x"}, map[string]any{"integer": 1}, nil} {
@@ -457,5 +455,97 @@ func TestCheckCount(t *testing.T) {
 	meta, _ := out["metadata"].(map[string]any)
 	if n, _ := meta["check_count"].(float64); out["can"] != allowed || n < 2 {
 		t.Errorf("check through a parent folder: %v, want allowed with check_count of at least 2", out)
+	}
+}
+
+// TestLookupSubjectExpandsWildcards: as in Permify, a grant to every subject (a
+// public attribute) is answered with the subjects of the requested type that the
+// tenant's relationships name, less those an exclusion removes; "*" is never an id.
+func TestLookupSubjectExpandsWildcards(t *testing.T) {
+	a := newAPI(t, nil)
+	a.ok("/v1/tenants/t1/schemas/write", map[string]any{"schema": `entity user {}
+entity team { relation member @user }
+entity doc {
+    relation owner @user
+    relation banned @user
+    attribute is_public boolean
+    permission read = owner or is_public
+    permission view = is_public not banned
+}`})
+	a.ok("/v1/tenants/t1/data/write", map[string]any{
+		"tuples": []any{
+			tuple("doc:2", "owner", "user:alice"),
+			tuple("doc:1", "banned", "user:mallory"),
+			tuple("team:eng", "member", "user:bob"),
+		},
+		"attributes": []any{attr("doc:1", "is_public", boolValue(true))},
+	})
+	for _, c := range []struct {
+		doc, perm string
+		subject   map[string]any
+		want      []any
+	}{
+		{"doc:1", "read", map[string]any{"type": "user"}, []any{"alice", "bob", "mallory"}},
+		{"doc:1", "view", map[string]any{"type": "user"}, []any{"alice", "bob"}},
+		{"doc:2", "read", map[string]any{"type": "user"}, []any{"alice"}},
+		{"doc:1", "read", map[string]any{"type": "team", "relation": "member"}, []any{}},
+	} {
+		out := a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref(c.doc), "permission": c.perm, "subject_reference": c.subject})
+		if !reflect.DeepEqual(out["subject_ids"], c.want) {
+			t.Errorf("lookup-subject %s#%s %v = %v, want %v", c.doc, c.perm, c.subject, out["subject_ids"], c.want)
+		}
+	}
+	out := a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "read", "subject_reference": map[string]any{"type": "user"}, "page_size": 2})
+	if !reflect.DeepEqual(out["subject_ids"], []any{"alice", "bob"}) || out["continuous_token"] == "" {
+		t.Fatalf("lookup-subject page 1 = %v", out)
+	}
+	out = a.ok("/v1/tenants/t1/permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "read", "subject_reference": map[string]any{"type": "user"}, "page_size": 2, "continuous_token": out["continuous_token"]})
+	if !reflect.DeepEqual(out["subject_ids"], []any{"mallory"}) || out["continuous_token"] != "" {
+		t.Errorf("lookup-subject page 2 = %v", out)
+	}
+}
+
+// TestUnknownNamesAnswerPermifysCodes: an entity type, permission or relation the
+// schema does not define, on every endpoint, answers as Permify's server does. Permify
+// looks an entity up by name among the stored schema's definitions (and a name that is
+// neither relation, permission nor attribute up as a rule), so an unknown entity type
+// or permission is ERROR_CODE_SCHEMA_NOT_FOUND; a tuple's unknown relation is
+// ERROR_CODE_RELATION_DEFINITION_NOT_FOUND and an unknown attribute
+// ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND, all NOT_FOUND (404). Reads and deletes
+// by filter consult no schema: an unknown type matches nothing.
+func TestUnknownNamesAnswerPermifysCodes(t *testing.T) {
+	a := newAPI(t, nil)
+	seedDocs(t, a, "t1")
+	const schemaNotFound = "ERROR_CODE_SCHEMA_NOT_FOUND"
+	subj := map[string]any{"type": "user"}
+	for _, c := range []struct {
+		name, path string
+		body       map[string]any
+		reason     string // "" : answered 200
+	}{
+		{"check, unknown entity type", "permissions/check", map[string]any{"entity": ref("nope:1"), "permission": "view", "subject": ref("user:a")}, schemaNotFound},
+		{"check, unknown permission", "permissions/check", map[string]any{"entity": ref("doc:1"), "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-entity, unknown entity type", "permissions/lookup-entity", map[string]any{"entity_type": "nope", "permission": "view", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-entity, unknown permission", "permissions/lookup-entity", map[string]any{"entity_type": "doc", "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-subject, unknown entity type", "permissions/lookup-subject", map[string]any{"entity": ref("nope:1"), "permission": "view", "subject_reference": subj}, schemaNotFound},
+		{"lookup-subject, unknown permission", "permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "nope", "subject_reference": subj}, schemaNotFound},
+		{"subject-permission, unknown entity type", "permissions/subject-permission", map[string]any{"entity": ref("nope:1"), "subject": ref("user:a")}, schemaNotFound},
+		{"expand, unknown entity type", "permissions/expand", map[string]any{"entity": ref("nope:1"), "permission": "view"}, schemaNotFound},
+		{"expand, unknown permission", "permissions/expand", map[string]any{"entity": ref("doc:1"), "permission": "nope"}, schemaNotFound},
+		{"data/write, tuple of an unknown entity type", "data/write", map[string]any{"tuples": []any{tuple("nope:1", "owner", "user:a")}}, schemaNotFound},
+		{"data/write, tuple of an unknown relation", "data/write", map[string]any{"tuples": []any{tuple("doc:1", "nope", "user:a")}}, "ERROR_CODE_RELATION_DEFINITION_NOT_FOUND"},
+		{"data/write, attribute of an unknown entity type", "data/write", map[string]any{"attributes": []any{attr("nope:1", "is_public", boolValue(true))}}, schemaNotFound},
+		{"data/write, unknown attribute", "data/write", map[string]any{"attributes": []any{attr("doc:1", "nope", boolValue(true))}}, "ERROR_CODE_ATTRIBUTE_DEFINITION_NOT_FOUND"},
+		{"data/delete, unknown entity type", "data/delete", map[string]any{"tuple_filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
+		{"relationships/read, unknown entity type", "data/relationships/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
+		{"attributes/read, unknown entity type", "data/attributes/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
+	} {
+		status, out := a.do(http.MethodPost, "/v1/tenants/t1/"+c.path, c.body)
+		switch {
+		case c.reason == "" && status != http.StatusOK:
+			t.Errorf("%s: status %d %v, want 200", c.name, status, out)
+		case c.reason != "" && (status != http.StatusNotFound || out["code"] != float64(codes.NotFound) || out["message"] != c.reason):
+			t.Errorf("%s: status %d %v, want 404 code %d %s", c.name, status, out, codes.NotFound, c.reason)
+		}
 	}
 }

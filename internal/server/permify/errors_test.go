@@ -25,7 +25,7 @@ func TestErrorsRenderTheSharedClassification(t *testing.T) {
 		code   codes.Code
 		reason string
 	}{
-		{&ir.UnknownDefinitionError{Name: "doc"}, http.StatusNotFound, codes.NotFound, "ERROR_CODE_ENTITY_DEFINITION_NOT_FOUND"},
+		{&ir.UnknownDefinitionError{Name: "doc"}, http.StatusNotFound, codes.NotFound, "ERROR_CODE_SCHEMA_NOT_FOUND"},
 		{fmt.Errorf("check: %w", engine.ErrMaxDepth), http.StatusBadRequest, codes.InvalidArgument, "ERROR_CODE_DEPTH_NOT_ENOUGH"},
 		{store.ErrRevisionGone, http.StatusBadRequest, codes.FailedPrecondition, "ERROR_CODE_SNAP_TOKEN_EXPIRED"},
 		{fmt.Errorf("query: %w", store.ErrUnavailable), http.StatusServiceUnavailable, codes.Unavailable, "ERROR_CODE_DATASTORE"},

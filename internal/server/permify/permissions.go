@@ -210,8 +210,8 @@ func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any
 	})
 }
 
-// lookupSubject lists concrete subject ids; a wildcard grant (a public attribute) is
-// not expanded into every known subject.
+// lookupSubject lists the subject ids with the permission, a wildcard grant expanded
+// into the subjects the tenant's relationships name (permdata.LookupSubjects).
 func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
 		lookupPage
