@@ -377,8 +377,9 @@ definition group { relation member: user | group#member }`)
 			if !sameAnswer(want, wantErr, got, err) {
 				t.Fatalf("group:g%d#member@user:%s: cluster %v %v, one node %v %v", g, who, got.Membership, err, want.Membership, wantErr)
 			}
-			if n := sentBy(t, tc) - before; n > groups*3 {
-				t.Errorf("group:g%d#member@user:%s took %v dispatches; linear in the groups is at most %d", g, who, n, groups*3)
+			// Routing every level takes thousands here; the top levels, a few dozen.
+			if n := sentBy(t, tc) - before; n > 200 {
+				t.Errorf("group:g%d#member@user:%s took %v dispatches; the top %d levels take a few dozen", g, who, n, engine.RoutedLevels)
 			}
 		}
 	}
@@ -515,7 +516,7 @@ func TestOwnersSpreadAndStay(t *testing.T) {
 // keeps the members it had.
 func TestDNSMembersFollowTheResolver(t *testing.T) {
 	var mu sync.Mutex
-	ips, fail := []string{"127.0.0.1", "10.9.9.1"}, false
+	ips, fail := []string{"127.0.0.1", "127.0.0.2"}, false
 	set := func(next []string, f bool) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -536,11 +537,11 @@ func TestDNSMembersFollowTheResolver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if got := c.Members(); !slices.Equal(got, []string{"10.9.9.1:7001", "127.0.0.1:7001"}) {
+	if got := c.Members(); !slices.Equal(got, []string{"127.0.0.1:7001", "127.0.0.2:7001"}) {
 		t.Fatalf("members %v", got)
 	}
 	if r := c.members.Load(); !r.hasSelf || len(c.peers) != 1 {
-		t.Fatalf("self found %v, peers %d: 127.0.0.1 is this machine, 10.9.9.1 a peer", r.hasSelf, len(c.peers))
+		t.Fatalf("self found %v, peers %d: 127.0.0.1 is this machine, 127.0.0.2 a peer", r.hasSelf, len(c.peers))
 	}
 	waitMembers := func(want ...string) {
 		t.Helper()
@@ -552,11 +553,11 @@ func TestDNSMembersFollowTheResolver(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	set([]string{"127.0.0.1", "10.9.9.2", "10.9.9.3"}, false)
-	waitMembers("10.9.9.2:7001", "10.9.9.3:7001", "127.0.0.1:7001")
+	set([]string{"127.0.0.1", "127.0.0.3", "127.0.0.4"}, false)
+	waitMembers("127.0.0.1:7001", "127.0.0.3:7001", "127.0.0.4:7001")
 	set(nil, true)
 	time.Sleep(50 * time.Millisecond)
-	waitMembers("10.9.9.2:7001", "10.9.9.3:7001", "127.0.0.1:7001")
+	waitMembers("127.0.0.1:7001", "127.0.0.3:7001", "127.0.0.4:7001")
 }
 
 // TestWireRoundTrip: subproblems and answers survive encoding, and damaged messages

@@ -37,6 +37,8 @@ var domainErrors = map[string]error{
 	"store.ErrInvalidCursor":        store.ErrInvalidCursor,
 	"store.ErrTooManyToDelete":      store.ErrTooManyToDelete,
 	"store.ErrUnavailable":          store.ErrUnavailable,
+	"store.ErrCounterExists":        store.ErrCounterExists,
+	"store.ErrCounterUnknown":       store.ErrCounterUnknown,
 	"store.ErrCommitUnknown":        store.ErrCommitUnknown,
 	"store.ErrWatchLagging":         store.ErrWatchLagging,
 	"store.AlreadyExistsError":      &store.AlreadyExistsError{},

@@ -143,6 +143,8 @@ var domain = []Rule{
 	// Relationship counters (ExperimentalService).
 	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*relcounter.ExistsError](nil)},
 	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*relcounter.UnknownError](nil)},
+	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrCounterExists)},
+	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrCounterUnknown)},
 
 	// Zedtokens and snap tokens.
 	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(zedtoken.ErrMalformed)},
