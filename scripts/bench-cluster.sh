@@ -30,9 +30,11 @@ go build -o "$work/latch" "$root/cmd/latch"
 latch=$work/latch
 key=bench-key
 pgport=$((20000 + RANDOM % 20000))
+mkdir "$work/pg"
+chown postgres "$work/pg"
 runuser -u postgres -- "$pgbin/initdb" -D "$work/pg" -U latch -A trust -E UTF8 --locale=C --no-sync >/dev/null
-runuser -u postgres -- "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -w -o \
-  "-c listen_addresses=127.0.0.1 -p $pgport -c unix_socket_directories=$work -c fsync=off -c synchronous_commit=off -c max_connections=300 -c shared_buffers=256MB" start >/dev/null
+runuser -u postgres -- "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -o \
+  "-c listen_addresses=127.0.0.1 -p $pgport -c unix_socket_directories=$work/pg -c fsync=off -c synchronous_commit=off -c max_connections=300 -c shared_buffers=256MB" start >/dev/null
 uri="postgres://latch@127.0.0.1:$pgport/postgres?sslmode=disable"
 "$latch" datastore migrate --datastore-engine postgres --datastore-conn-uri "$uri" >/dev/null
 
@@ -66,7 +68,8 @@ scrape() {
     /^latch_datastore_query_duration_seconds_count / {q+=$2}
     /^process_cpu_seconds_total / {c+=$2}
     /^latch_cluster_dispatch_sent_total/ {s+=$2}
-    END {printf "hits %d\nmisses %d\nqueries %d\ncpu %f\nsent %d\n", h, m, q, c, s}'
+    /^latch_cluster_hedges_total / {g+=$2}
+    END {printf "hits %d\nmisses %d\nqueries %d\ncpu %f\nsent %d\nhedges %d\n", h, m, q, c, s, g}'
 }
 # measure LABEL N: runs the workload over nodes 1..N and prints the report line.
 measure() {
@@ -95,7 +98,7 @@ secs = phase["duration_s"]
 p95 = phase["total"]["latency_ms"]["p95"]
 looked = d["hits"] + d["misses"]
 print(f"{label:28s} checks/s {checks/secs:8.0f}  p95 {p95:6.2f} ms  cache hit {d['hits']/looked if looked else 0:6.1%}  "
-      f"queries/check {d['queries']/checks:5.2f}  CPU/check {1e6*d['cpu']/checks:6.1f} us  dispatches/check {d['sent']/checks:4.2f}")
+      f"queries/check {d['queries']/checks:5.2f}  CPU/check {1e6*d['cpu']/checks:6.1f} us  dispatches/check {d['sent']/checks:4.2f}  hedges/check {d['hedges']/checks:4.2f}")
 EOF
 }
 

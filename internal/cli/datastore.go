@@ -27,6 +27,8 @@ func addDatastoreFlags(cmd *cobra.Command, cfg *server.Config) {
 	fs.IntVar(&cfg.WriteConns, "datastore-conn-pool-write-max-open", 0, "connections in the SQL stores' write pool (0: 8)")
 	fs.StringSliceVar(&cfg.ReplicaURIs, "datastore-read-replica-conn-uri", nil, "PostgreSQL read replica connection strings; repeat or separate with commas")
 	fs.DurationVar(&cfg.GCWindow, "datastore-gc-window", server.DefaultGCWindow, "how long old revisions stay readable (for at-least and exact consistency)")
+	fs.Var(newByteSize(&cfg.DatastoreBlockCacheBytes, server.DefaultDatastoreBlockCacheBytes), "datastore-block-cache-bytes",
+		"the pebble engine's cache of data blocks read from disk: bytes, a size (256MiB, 1GB) or a share of memory (5%)")
 }
 
 // resolveDataDir applies --data-dir to the pebble engine, refusing two different directories.

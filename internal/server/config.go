@@ -34,6 +34,7 @@ const (
 	DefaultAdmissionWait               = 250 * time.Millisecond
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
 	DefaultDispatchCacheMaxBytes       = 64 << 20
+	DefaultDatastoreBlockCacheBytes    = 64 << 20
 )
 
 // Config is everything a Server needs. The CLI fills it from flags; zero values mean
@@ -66,6 +67,8 @@ type Config struct {
 	Datastore store.Store
 	// GCWindow is how long old revisions stay readable.
 	GCWindow time.Duration
+	// DatastoreBlockCacheBytes is the pebble engine's block cache (0: the default).
+	DatastoreBlockCacheBytes int64
 
 	// QuantizationWindow is the window minimize_latency reads round their revision down
 	// to (0: the default; negative: no quantization, read the newest revision).
@@ -179,6 +182,7 @@ func (c Config) WithDefaults() Config {
 		c.DatastoreEngine = DefaultDatastoreEngine
 	}
 	setDefault(&c.GCWindow, DefaultGCWindow)
+	setDefault(&c.DatastoreBlockCacheBytes, DefaultDatastoreBlockCacheBytes)
 	setDefault(&c.MaxUpdatesPerWrite, DefaultMaxUpdatesPerWrite)
 	setDefault(&c.MaxPreconditions, DefaultMaxPreconditions)
 	setDefault(&c.MaxChecksPerBulk, DefaultMaxChecksPerBulk)
@@ -252,6 +256,7 @@ func (c Config) Validate() error {
 	}{
 		{"max depth", int64(c.MaxDepth)},
 		{"gc window", int64(c.GCWindow)},
+		{"datastore block cache bytes", c.DatastoreBlockCacheBytes},
 		{"max updates per write", int64(c.MaxUpdatesPerWrite)},
 		{"max preconditions", int64(c.MaxPreconditions)},
 		{"max checks per bulk", int64(c.MaxChecksPerBulk)},

@@ -83,5 +83,5 @@ func (s *Server) tenantStores() permify.TenantStores {
 	if dir == "" {
 		dir = DefaultDataDir
 	}
-	return permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: cfg.GCWindow}}
+	return permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: cfg.GCWindow, CacheSize: cfg.DatastoreBlockCacheBytes}}
 }

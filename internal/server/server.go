@@ -169,7 +169,7 @@ func OpenDatastore(ctx context.Context, cfg Config) (store.Store, error) {
 		if dir == "" {
 			dir = DefaultDataDir
 		}
-		st, err := pebble.Open(dir, pebble.Options{GCWindow: cfg.GCWindow})
+		st, err := pebble.Open(dir, pebble.Options{GCWindow: cfg.GCWindow, CacheSize: cfg.DatastoreBlockCacheBytes})
 		if err != nil {
 			return nil, fmt.Errorf("opening the pebble data directory %s: %w", dir, err)
 		}
