@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +77,10 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 					if err != nil {
 						fail("LookupResources: %v", err)
 					}
+					lreq := engine.LookupResourcesRequest{ResourceType: d, Permission: perm, Subject: subj, Context: reqCtx, Ordered: true}
+					if msg := orderedAgrees(ctx, cached, s, reader, lreq, found); msg != "" {
+						fail("ordered LookupResources %s#%s@%v ctx %v: %s", d, perm, subj, reqCtx, msg)
+					}
 					for i := range 4 {
 						res := rel.ObjectRef{Type: d, ID: fmt.Sprintf("%s%d", d[:1], i)}
 						want, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx})
@@ -137,6 +143,49 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 		t.Fatalf("only %d comparisons; the generator needs fixing", compared)
 	}
 	t.Logf("%d lookup answers compared with checks", compared)
+}
+
+// orderedAgrees runs req (an Ordered lookup) from the start and resumed after each of
+// its first results, and describes how it departs from want (the unordered answer):
+// the ids must come in ascending order, with want's results, and a lookup resumed after
+// an id must yield exactly those that followed it.
+func orderedAgrees(ctx context.Context, e *engine.Engine, s *ir.Schema, r store.Reader, req engine.LookupResourcesRequest, want map[string]engine.Result) string {
+	run := func(after string) ([]engine.FoundResource, error) {
+		req.After = after
+		var out []engine.FoundResource
+		err := e.LookupResources(ctx, s, r, req, func(f engine.FoundResource) error {
+			out = append(out, f)
+			return nil
+		})
+		return out, err
+	}
+	all, err := run("")
+	if err != nil {
+		return err.Error()
+	}
+	if len(all) != len(want) {
+		return fmt.Sprintf("%d results, want %d", len(all), len(want))
+	}
+	for i, f := range all {
+		if i > 0 && all[i-1].ID >= f.ID {
+			return fmt.Sprintf("%s after %s", f.ID, all[i-1].ID)
+		}
+		if w, ok := want[f.ID]; !ok || w.Membership != f.Result.Membership || !slices.Equal(w.Missing, f.Result.Missing) {
+			return fmt.Sprintf("%s is %+v, unordered lookup says %+v (listed %v)", f.ID, f.Result, w, ok)
+		}
+	}
+	for i := range min(len(all), 3) {
+		rest, err := run(all[i].ID)
+		if err != nil {
+			return err.Error()
+		}
+		if !slices.EqualFunc(rest, all[i+1:], func(a, b engine.FoundResource) bool {
+			return a.ID == b.ID && a.Result.Membership == b.Result.Membership
+		}) {
+			return fmt.Sprintf("resumed after %s: %v, want %v", all[i].ID, rest, all[i+1:])
+		}
+	}
+	return ""
 }
 
 // lookupSubjects lists the subjects LookupResources is asked about: every user, and
@@ -465,5 +514,72 @@ definition doc {
 		})
 	if want := []string{"u0 CONDITIONAL_PERMISSION", "* HAS_PERMISSION"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("LookupSubjects = %v %v, want %v", got, err, want)
+	}
+}
+
+// idCountingReader counts the resource ids the engine asks the store about, per
+// relation.
+type idCountingReader struct {
+	store.Reader
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (c *idCountingReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
+	c.mu.Lock()
+	c.ids[f.Relation] += len(f.ResourceIDs)
+	c.mu.Unlock()
+	return c.Reader.Query(ctx, f, opts)
+}
+
+// TestOrderedLookupResumesWithoutRecheckingEarlierPages: an Ordered lookup of an
+// exclusion checks its candidates forwards a chunk at a time from the first after
+// After, so a resumed lookup does not check the candidates before it again, and one
+// stopped by yield checks nothing past its chunk.
+func TestOrderedLookupResumesWithoutRecheckingEarlierPages(t *testing.T) {
+	const docs = 2500
+	rels := make([]string, 0, docs+1)
+	for i := range docs {
+		rels = append(rels, fmt.Sprintf("doc:d%04d#viewer@user:u", i))
+	}
+	rels = append(rels, "doc:d0003#banned@user:u")
+	s, reader := lookupFixture(t, `definition user {}
+definition doc {
+	relation viewer: user
+	relation banned: user
+	permission view = viewer - banned
+}`, rels...)
+	eng := engine.New(engine.Config{})
+	lookup := func(after string, limit int) ([]string, int) {
+		t.Helper()
+		cr := &idCountingReader{Reader: reader, ids: map[string]int{}}
+		var ids []string
+		errStop := errors.New("page full")
+		err := eng.LookupResources(context.Background(), s, cr, engine.LookupResourcesRequest{
+			ResourceType: "doc", Permission: "view", Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
+			Ordered: true, After: after,
+		}, func(f engine.FoundResource) error {
+			if len(ids) == limit {
+				return errStop
+			}
+			ids = append(ids, f.ID)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			t.Fatal(err)
+		}
+		return ids, cr.ids["banned"]
+	}
+	all, checked := lookup("", docs)
+	if len(all) != docs-1 || all[0] != "d0000" || all[3] != "d0004" || checked != docs {
+		t.Fatalf("whole lookup: %d ids from %v, %d candidates checked; want %d from d0000, %d checked", len(all), all[:4], checked, docs-1, docs)
+	}
+	page, checked := lookup("", 7)
+	if !slices.Equal(page, all[:7]) || checked != 1000 {
+		t.Errorf("first page of 7: %v, %d candidates checked; want %v, 1000 (one chunk)", page, checked, all[:7])
+	}
+	rest, checked := lookup("d1999", docs)
+	if !slices.Equal(rest, all[1999:]) || checked != 500 {
+		t.Errorf("resumed after d1999: %d ids, %d candidates checked; want %d ids, 500 checked", len(rest), checked, docs-1999)
 	}
 }

@@ -16,6 +16,11 @@ type LookupResourcesRequest struct {
 	Permission   string
 	Subject      rel.SubjectRef
 	Context      map[string]any
+	// Ordered asks for the results in ascending id order, conditional ones in their
+	// place, and only those whose id sorts after After: a caller pages by passing the
+	// last id it was given, and the lookup checks no candidate at or before it.
+	Ordered bool
+	After   string
 }
 
 // FoundResource is one LookupResources result: HasPermission or Conditional.
@@ -41,6 +46,10 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 		sets: newFixpoint[*ir.Relation](func() results { return results{} }, func(known, round results) (results, bool) {
 			return known, mergeOr(known, round)
 		}),
+	}
+	if req.Ordered {
+		l.emit = func(*ir.Relation, results) error { return nil }
+		return l.ordered(ctx, target, req, yield)
 	}
 	emitted := map[string]bool{}
 	l.emit = func(rl *ir.Relation, res results) error {
@@ -154,6 +163,145 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 		return nil, err
 	}
 	return res, emit(res)
+}
+
+// ordered answers an Ordered lookup. The candidates of a permission that is not
+// recursive are found by walking back without the forward checks of intersections,
+// exclusions and .all() arrows; those checks are then made a chunk of candidates at a
+// time, in id order, from the first after req.After. So a resumed lookup checks none of
+// the candidates of the pages before it, and one that yield stops checks none beyond
+// the chunk it stopped in.
+func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req LookupResourcesRequest, yield func(FoundResource) error) error {
+	w := walked{}
+	var cands results
+	var err error
+	recursive := !target.IsPermission() || dependsOn(target, target)
+	if recursive {
+		cands, err = l.relation(ctx, target)
+	} else {
+		cands, err = l.candidates(ctx, target.Def, target.Rewrite, w)
+	}
+	if err != nil {
+		return err
+	}
+	self := ""
+	if subj := req.Subject.Object.ID; l.ev.isSubject(target, subj) {
+		self = subj
+		cands.put(subj, outHas)
+	}
+	ids := make([]string, 0, len(cands))
+	for id := range cands {
+		if id > req.After {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for start := 0; start < len(ids); start += lookupChunk {
+		chunk := ids[start:min(start+lookupChunk, len(ids))]
+		part := restrict(cands, chunk)
+		if !recursive {
+			if part, err = l.onChunk(ctx, target.Def, target.Rewrite, w, chunk); err != nil {
+				return err
+			}
+			// A subject set holds itself, which no rewrite says.
+			if _, in := slices.BinarySearch(chunk, self); in {
+				part.put(self, outHas)
+			}
+		}
+		for _, id := range chunk {
+			f := FoundResource{ID: id}
+			switch o := part.get(id); o.st {
+			case has:
+				f.Result = Result{Membership: HasPermission}
+			case cond:
+				f.Result = Result{Membership: Conditional, Missing: o.missing}
+			default:
+				continue
+			}
+			if err := yield(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// walked holds what an ordered lookup found walking back: for each subexpression
+// answered without forward checks (and each .all() arrow), its objects.
+type walked map[*ir.Expr]results
+
+// candidates finds the objects of def on which the subject may hold x, as expr does
+// but without the forward checks: of an intersection or exclusion it takes the first
+// operand, of a .all() arrow the objects any tupleset subject reaches. It records
+// in w what onChunk needs to answer x exactly.
+func (l *reverseLookup) candidates(ctx context.Context, def *ir.Definition, x *ir.Expr, w walked) (results, error) {
+	switch {
+	case x.Kind == ir.Union:
+		acc := results{}
+		for _, c := range x.Children {
+			res, err := l.candidates(ctx, def, c, w)
+			if err != nil {
+				return nil, err
+			}
+			mergeOr(acc, res)
+		}
+		return acc, nil
+	case x.Kind == ir.Intersection || x.Kind == ir.Exclusion:
+		return l.candidates(ctx, def, x.Children[0], w)
+	case x.Kind == ir.Arrow && x.ArrowKind != ir.ArrowAny:
+		res, err := l.arrowAny(ctx, def, x)
+		w[x] = res
+		return res, err
+	}
+	res, err := l.expr(ctx, def, x)
+	w[x] = res
+	return res, err
+}
+
+// onChunk answers x for the objects in chunk, ids of candidates found for it, as expr
+// answers it for every object: from what candidates walked, and forward checks of
+// the objects in chunk alone.
+func (l *reverseLookup) onChunk(ctx context.Context, def *ir.Definition, x *ir.Expr, w walked, chunk []string) (results, error) {
+	same := func(o outcome) outcome { return o }
+	switch {
+	case x.Kind == ir.Union:
+		acc := results{}
+		for _, c := range x.Children {
+			res, err := l.onChunk(ctx, def, c, w, chunk)
+			if err != nil {
+				return nil, err
+			}
+			mergeOr(acc, res)
+		}
+		return acc, nil
+	case x.Kind == ir.Intersection:
+		acc, err := l.onChunk(ctx, def, x.Children[0], w, chunk)
+		for _, c := range x.Children[1:] {
+			if err != nil {
+				break
+			}
+			acc, err = l.narrow(ctx, def, c, acc, and, same)
+		}
+		return acc, err
+	case x.Kind == ir.Exclusion:
+		base, err := l.onChunk(ctx, def, x.Children[0], w, chunk)
+		if err != nil {
+			return nil, err
+		}
+		return l.narrow(ctx, def, x.Children[1], base, and, not)
+	case x.Kind == ir.Arrow && x.ArrowKind != ir.ArrowAny:
+		return l.narrow(ctx, def, x, restrict(w[x], chunk), func(_, b outcome) outcome { return b }, same)
+	}
+	return restrict(w[x], chunk), nil
+}
+
+// restrict returns the results of res for the ids in chunk.
+func restrict(res results, chunk []string) results {
+	out := make(results, len(chunk))
+	for _, id := range chunk {
+		out.put(id, res.get(id))
+	}
+	return out
 }
 
 // dependsOn reports whether evaluating r needs the answers of target: whether target

@@ -13,13 +13,23 @@ import (
 // the engine answers HasPermission for (a conditional answer is a denial, as in Result).
 func LookupEntities(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader, req engine.LookupResourcesRequest) ([]string, error) {
 	var ids []string
-	err := e.LookupResources(ctx, s.IR, r, req, func(f engine.FoundResource) error {
-		if f.Result.Membership == engine.HasPermission {
-			ids = append(ids, f.ID)
-		}
+	err := EachEntity(ctx, e, s, r, req, func(id string) error {
+		ids = append(ids, id)
 		return nil
 	})
 	return ids, err
+}
+
+// EachEntity passes yield the id of each entity LookupEntities lists, as the engine
+// proves it; with req.Ordered, in ascending id order after req.After. yield returning
+// an error stops the lookup with that error.
+func EachEntity(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader, req engine.LookupResourcesRequest, yield func(id string) error) error {
+	return e.LookupResources(ctx, s.IR, r, req, func(f engine.FoundResource) error {
+		if f.Result.Membership != engine.HasPermission {
+			return nil
+		}
+		return yield(f.ID)
+	})
 }
 
 // LookupSubjects lists the subject ids Permify's lookup-subject returns: those the

@@ -527,6 +527,8 @@ func TestUnknownNamesAnswerPermifysCodes(t *testing.T) {
 		{"check, unknown permission", "permissions/check", map[string]any{"entity": ref("doc:1"), "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
 		{"lookup-entity, unknown entity type", "permissions/lookup-entity", map[string]any{"entity_type": "nope", "permission": "view", "subject": ref("user:a")}, schemaNotFound},
 		{"lookup-entity, unknown permission", "permissions/lookup-entity", map[string]any{"entity_type": "doc", "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-entity-stream, unknown entity type", "permissions/lookup-entity-stream", map[string]any{"entity_type": "nope", "permission": "view", "subject": ref("user:a")}, schemaNotFound},
+		{"lookup-entity-stream, unknown permission", "permissions/lookup-entity-stream", map[string]any{"entity_type": "doc", "permission": "nope", "subject": ref("user:a")}, schemaNotFound},
 		{"lookup-subject, unknown entity type", "permissions/lookup-subject", map[string]any{"entity": ref("nope:1"), "permission": "view", "subject_reference": subj}, schemaNotFound},
 		{"lookup-subject, unknown permission", "permissions/lookup-subject", map[string]any{"entity": ref("doc:1"), "permission": "nope", "subject_reference": subj}, schemaNotFound},
 		{"subject-permission, unknown entity type", "permissions/subject-permission", map[string]any{"entity": ref("nope:1"), "subject": ref("user:a")}, schemaNotFound},
@@ -541,6 +543,11 @@ func TestUnknownNamesAnswerPermifysCodes(t *testing.T) {
 		{"attributes/read, unknown entity type", "data/attributes/read", map[string]any{"filter": map[string]any{"entity": map[string]any{"type": "nope"}}}, ""},
 	} {
 		status, out := a.do(http.MethodPost, "/v1/tenants/t1/"+c.path, c.body)
+		if strings.HasSuffix(c.path, "-stream") {
+			// A stream that fails before its first result sends the error as its one
+			// object, {"error": ...}.
+			out, _ = out["error"].(map[string]any)
+		}
 		switch {
 		case c.reason == "" && status != http.StatusOK:
 			t.Errorf("%s: status %d %v, want 200", c.name, status, out)

@@ -74,8 +74,15 @@ func permifyCode(code codes.Code) string {
 
 // writeError answers with Permify's error body: {"code", "message", "details"}.
 func writeError(w http.ResponseWriter, err error) {
+	status, body := errorBody(err)
+	writeJSON(w, status, body)
+}
+
+// errorBody is err's HTTP status and Permify's error body for it, which a stream also
+// sends, as {"error": body}.
+func errorBody(err error) (int, map[string]any) {
 	e := toAPI(err)
-	writeJSON(w, runtime.HTTPStatusFromCode(e.code), map[string]any{
+	return runtime.HTTPStatusFromCode(e.code), map[string]any{
 		"code":    e.code,
 		"message": e.reason,
 		"details": []any{map[string]any{
@@ -84,5 +91,5 @@ func writeError(w http.ResponseWriter, err error) {
 			"domain":   "latch",
 			"metadata": map[string]string{"detail": apierr.Bound(e.msg)},
 		}},
-	})
+	}
 }

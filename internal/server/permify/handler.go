@@ -147,6 +147,16 @@ func (h *Handler) routes() map[string]route {
 	}
 }
 
+// streamRoute is a tenant-scoped endpoint that answers with a stream of results, as
+// grpc-gateway serves Permify's server-streaming calls; send writes one result.
+type streamRoute func(ctx context.Context, t *tenant, body []byte, send func(result any) error) error
+
+func (h *Handler) streams() map[string]streamRoute {
+	return map[string]streamRoute{
+		"permissions/lookup-entity-stream": h.lookupEntityStream,
+	}
+}
+
 // ServeHTTP routes /v1/tenants/... requests.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Authorize != nil {
@@ -158,6 +168,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/tenants/")
 	if !ok {
 		writeError(w, notFound("ERROR_CODE_NOT_FOUND", "no such path: "+r.URL.Path))
+		return
+	}
+	id, path, _ := strings.Cut(rest, "/")
+	if fn := h.streams()[path]; fn != nil && r.Method == http.MethodPost {
+		h.serveStream(w, r, id, fn)
 		return
 	}
 	resp, err := h.dispatch(r, rest)

@@ -3,6 +3,10 @@ package permify
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -145,25 +149,6 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 	return map[string]any{"results": results}, nil
 }
 
-// page sorts ids and returns the page after token (the last id of the previous page).
-func page(ids []string, size int, token string) ([]string, string, error) {
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	if token != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(token)
-		if err != nil {
-			return nil, "", invalid("ERROR_CODE_INVALID_CONTINUOUS_TOKEN", "continuous_token is not one this server issued")
-		}
-		i, _ := slices.BinarySearch(ids, string(raw)+"\x00")
-		ids = ids[i:]
-	}
-	if size <= 0 || len(ids) <= size {
-		return ids, "", nil
-	}
-	ids = ids[:size]
-	return ids, base64.RawURLEncoding.EncodeToString([]byte(ids[size-1])), nil
-}
-
 // lookupPage is what both lookups' requests carry besides the query itself.
 type lookupPage struct {
 	Metadata        metadata     `json:"metadata"`
@@ -172,46 +157,107 @@ type lookupPage struct {
 	ContinuousToken string       `json:"continuous_token"`
 }
 
-// lookupIDs runs a lookup at the request's snapshot and schema and answers with one
-// page of the ids it found, listed under key.
-func (h *Handler) lookupIDs(ctx context.Context, t *tenant, req lookupPage, key string, run func(eng *engine.Engine, r store.Reader, v *view, cctx map[string]any) ([]string, error)) (any, error) {
+// lookupOn returns the reader, schema and engine a lookup runs with: the request's
+// snapshot and schema, overlaid with its contextual data.
+func (h *Handler) lookupOn(ctx context.Context, t *tenant, req lookupPage) (store.Reader, *view, *engine.Engine, error) {
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	r, eng, err := req.Context.on(ctx, t, v, r)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := run(eng, r, v, req.Context.caveatContext())
-	if err != nil {
-		return nil, err
-	}
-	ids, next, err := page(ids, req.PageSize, req.ContinuousToken)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{key: nonNil(ids), "continuous_token": next}, nil
+	return r, v, eng, err
 }
 
-func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any, error) {
-	var req struct {
-		lookupPage
-		EntityType string     `json:"entity_type"`
-		Permission string     `json:"permission"`
-		Subject    subjectRef `json:"subject"`
+// entityQuery is a lookup-entity or lookup-entity-stream request (Permify's
+// PermissionLookupEntityRequest serves both).
+type entityQuery struct {
+	lookupPage
+	EntityType string     `json:"entity_type"`
+	Permission string     `json:"permission"`
+	Subject    subjectRef `json:"subject"`
+}
+
+// eachEntity passes yield, in id order, the ids of the entities req finds after its
+// continuous_token, as the engine proves them, each with the token that resumes after
+// it. The engine's lookup is ordered and starts after the token's id, so a resumed
+// lookup does not redo the checks of the ids already given.
+func (h *Handler) eachEntity(ctx context.Context, t *tenant, req entityQuery, yield func(id, token string) error) error {
+	q := queryHash("lookup-entity", req.EntityType, req.Permission, req.Subject, req.Context)
+	after, err := afterToken(q, req.ContinuousToken)
+	if err != nil {
+		return err
 	}
+	r, v, eng, err := h.lookupOn(ctx, t, req.lookupPage)
+	if err != nil {
+		return err
+	}
+	lreq := engine.LookupResourcesRequest{
+		ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(),
+		Context: req.Context.caveatContext(), Ordered: true, After: after,
+	}
+	return permdata.EachEntity(ctx, eng, v, r, lreq, func(id string) error { return yield(id, continuousToken(q, id)) })
+}
+
+// errPageFull stops a lookup once its page is complete.
+var errPageFull = errors.New("page full")
+
+// lookupEntity answers one page of ids. The lookup stops at the first id past the
+// page, which shows that the page's last token leads somewhere.
+func (h *Handler) lookupEntity(ctx context.Context, t *tenant, body []byte) (any, error) {
+	var req entityQuery
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return h.lookupIDs(ctx, t, req.lookupPage, "entity_ids", func(eng *engine.Engine, r store.Reader, v *view, cctx map[string]any) ([]string, error) {
-		lreq := engine.LookupResourcesRequest{ResourceType: req.EntityType, Permission: req.Permission, Subject: req.Subject.rel(), Context: cctx}
-		return permdata.LookupEntities(ctx, eng, v, r, lreq)
+	var ids []string
+	var last, next string
+	err := h.eachEntity(ctx, t, req, func(id, token string) error {
+		if req.PageSize > 0 && len(ids) == req.PageSize {
+			next = last
+			return errPageFull
+		}
+		ids, last = append(ids, id), token
+		return nil
 	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return nil, err
+	}
+	return map[string]any{"entity_ids": nonNil(ids), "continuous_token": next}, nil
+}
+
+// streamPageSize is how many entities lookup-entity-stream sends when the request
+// sets no page_size, as Permify's server does.
+const streamPageSize = 1000
+
+// lookupEntityStream sends each entity as the engine proves it, with the token that
+// resumes after it, up to page_size of them. Permify leaves the last candidate's token
+// empty; this stream sends each result as soon as it is proven, before it is known to
+// be the last, so a stream shorter than page_size is how a client knows it has all.
+func (h *Handler) lookupEntityStream(ctx context.Context, t *tenant, body []byte, send func(any) error) error {
+	var req entityQuery
+	if err := decode(body, &req); err != nil {
+		return err
+	}
+	size := req.PageSize
+	if size <= 0 {
+		size = streamPageSize
+	}
+	sent := 0
+	err := h.eachEntity(ctx, t, req, func(id, token string) error {
+		if sent == size {
+			return errPageFull
+		}
+		sent++
+		return send(map[string]string{"entity_id": id, "continuous_token": token})
+	})
+	if errors.Is(err, errPageFull) {
+		return nil
+	}
+	return err
 }
 
 // lookupSubject lists the subject ids with the permission, a wildcard grant expanded
-// into the subjects the tenant's relationships name (permdata.LookupSubjects).
+// into the subjects the tenant's relationships name (permdata.LookupSubjects), one page
+// in id order after the continuous_token.
 func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
 		lookupPage
@@ -222,14 +268,66 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return h.lookupIDs(ctx, t, req.lookupPage, "subject_ids", func(eng *engine.Engine, r store.Reader, v *view, cctx map[string]any) ([]string, error) {
-		sr := req.SubjectReference.rel()
-		lreq := engine.LookupSubjectsRequest{
-			Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
-			SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: cctx,
-		}
-		return permdata.LookupSubjects(ctx, eng, v, r, lreq)
+	q := queryHash("lookup-subject", req.Entity, req.Permission, req.SubjectReference, req.Context)
+	after, err := afterToken(q, req.ContinuousToken)
+	if err != nil {
+		return nil, err
+	}
+	r, v, eng, err := h.lookupOn(ctx, t, req.lookupPage)
+	if err != nil {
+		return nil, err
+	}
+	sr := req.SubjectReference.rel()
+	ids, err := permdata.LookupSubjects(ctx, eng, v, r, engine.LookupSubjectsRequest{
+		Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
+		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: req.Context.caveatContext(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	i, found := slices.BinarySearch(ids, after)
+	if found {
+		i++
+	}
+	ids, next := ids[i:], ""
+	if req.PageSize > 0 && len(ids) > req.PageSize {
+		ids = ids[:req.PageSize]
+		next = continuousToken(q, ids[len(ids)-1])
+	}
+	return map[string]any{"subject_ids": nonNil(ids), "continuous_token": next}, nil
+}
+
+// A continuous_token names the query it continues, as a hash, and the last id given;
+// a token from another query is refused rather than silently paging that one.
+
+// queryHash is the hash of a lookup's query: its endpoint and the fields that decide
+// its answer (not the snapshot or page size; a later snapshot continues by id).
+func queryHash(endpoint string, fields ...any) [8]byte {
+	hash := fnv.New64a()
+	hash.Write([]byte(endpoint))
+	_ = json.NewEncoder(hash).Encode(fields)
+	var q [8]byte
+	binary.BigEndian.PutUint64(q[:], hash.Sum64())
+	return q
+}
+
+func continuousToken(q [8]byte, last string) string {
+	return base64.RawURLEncoding.EncodeToString(append(q[:], last...))
+}
+
+// afterToken returns the id a continuous_token for query q resumes after ("" without
+// a token).
+func afterToken(q [8]byte, token string) (string, error) {
+	if token == "" {
+		return "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(raw) <= len(q) || [8]byte(raw[:len(q)]) != q {
+		return "", invalid("ERROR_CODE_INVALID_CONTINUOUS_TOKEN", "continuous_token was not issued for this query; send the token the previous page of the same lookup returned")
+	}
+	return string(raw[len(q):]), nil
 }
 
 // subjectPermission checks every permission (and, unless only_permission, every
