@@ -220,8 +220,10 @@ func (w *window) add(d time.Duration) (time.Duration, bool) {
 // that dispatches others takes longer than they do, so classes are not mixed.
 type classKey struct{ resourceType, relation string }
 
-// class is the hedging delay of a class of subproblems: the lowest p95 any peer shows
-// for it, so that a slow peer does not set the bar it is hedged by.
+// class is the hedging delay of a class of subproblems: twice the lowest p95 any peer
+// shows for it. The lowest, so that a slow peer does not set the bar it is hedged by;
+// twice, so that the ordinary spread of the fastest peer's latencies (a loaded machine,
+// a garbage collection) does not start a duplicate evaluation for one dispatch in ten.
 type class struct {
 	d   atomic.Int64
 	mu  sync.Mutex
@@ -257,7 +259,7 @@ func (c *class) set(p *peer, p95 time.Duration) {
 		}
 	}
 	if lowest > 0 {
-		lowest = min(max(lowest, hedgeMin), hedgeMax)
+		lowest = min(max(2*lowest, hedgeMin), hedgeMax)
 	}
 	c.d.Store(int64(lowest))
 }

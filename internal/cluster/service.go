@@ -36,6 +36,9 @@ func (c *Cluster) NewServer(h Handler, opts ServiceOptions) *grpc.Server {
 	s := &service{h: h, key: "Bearer " + c.cfg.PresharedKey, m: c.metrics, delay: opts.Delay}
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodec(codec{}),
+		// Reused goroutines keep the stacks a subproblem's evaluation grew; a fresh one per
+		// dispatch grows its stack again each time (as the API server found).
+		grpc.NumStreamWorkers(uint32(c.cfg.ConcurrencyLimit)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2}),
 	}
 	if c.cfg.ServerTLS != nil {
