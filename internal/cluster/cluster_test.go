@@ -235,14 +235,8 @@ definition doc {
 // the reader and a check for each doc (half granted).
 func chainData(t *testing.T, st store.Store) (store.Reader, []engine.CheckRequest, []engine.Membership) {
 	t.Helper()
-	var updates []store.Update
-	add := func(s string) {
-		r, err := rel.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		updates = append(updates, store.Update{Op: store.Touch, Relationship: r})
-	}
+	var lines []string
+	add := func(s string) { lines = append(lines, s) }
 	add("group:eng#member@user:alice")
 	var reqs []engine.CheckRequest
 	var want []engine.Membership
@@ -258,6 +252,20 @@ func chainData(t *testing.T, st store.Store) (store.Reader, []engine.CheckReques
 	for i := range 10 {
 		want = append(want, map[bool]engine.Membership{true: engine.HasPermission, false: engine.NoPermission}[i <= 5])
 	}
+	return touch(t, st, lines...), reqs, want
+}
+
+// touch writes the relationships lines name and returns a reader at the revision.
+func touch(t *testing.T, st store.Store, lines ...string) store.Reader {
+	t.Helper()
+	updates := make([]store.Update, len(lines))
+	for i, line := range lines {
+		x, err := rel.Parse(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates[i] = store.Update{Op: store.Touch, Relationship: x}
+	}
 	rev, err := st.Write(context.Background(), nil, updates, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +274,7 @@ func chainData(t *testing.T, st store.Store) (store.Reader, []engine.CheckReques
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, reqs, want
+	return r
 }
 
 func mustCompile(t *testing.T, src string) *ir.Schema {
@@ -338,31 +346,15 @@ func TestCyclesCostLinearDispatches(t *testing.T) {
 definition group { relation member: user | group#member }`)
 	tc := startCluster(t, 3, st)
 	const groups = 8
-	var updates []store.Update
+	lines := []string{"group:g7#member@user:alice"}
 	for i := range groups {
 		for j := range groups {
 			if i != j {
-				x, err := rel.Parse(fmt.Sprintf("group:g%d#member@group:g%d#member", i, j))
-				if err != nil {
-					t.Fatal(err)
-				}
-				updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
+				lines = append(lines, fmt.Sprintf("group:g%d#member@group:g%d#member", i, j))
 			}
 		}
 	}
-	x, err := rel.Parse("group:g7#member@user:alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
-	rev, err := st.Write(context.Background(), nil, updates, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.Reader(context.Background(), rev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := touch(t, st, lines...)
 	tc.use(r, s)
 	single := engine.New(engine.Config{MaxDepth: 12})
 	for _, who := range []string{"alice", "bob"} {

@@ -21,7 +21,6 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"gopkg.in/yaml.v3"
 
 	"github.com/latch-authz/latch/internal/engine/enginetest"
 	"github.com/latch-authz/latch/internal/store/postgres"
@@ -203,28 +202,16 @@ func (ts *testServer) clearAll(t *testing.T) {
 // expiration and cycles are compared, every check and lookup, between a single latch
 // and each node. Every node must have sent and received dispatches, and none failed.
 func TestClusterProcessAnswersAsOneNode(t *testing.T) {
-	dir := conformanceDir(t)
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no conformance files in %s: %v", dir, err)
-	}
+	files := conformanceFiles(t)
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
 	nodes := startProcessCluster(t, 3, uri)
-	for i, path := range files {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cf conformanceFile
-		if err := yaml.Unmarshal(raw, &cf); err != nil {
-			t.Fatalf("parsing %s: %v", path, err)
-		}
+	for i, f := range files {
 		writer := nodes[i%len(nodes)]
 		writer.clearAll(t)
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
-			writer.loadConformance(t, cf)
+		t.Run(f.name, func(t *testing.T) {
+			writer.loadConformance(t, f.conformanceFile)
 			for _, nd := range nodes {
-				nd.assertConformance(t, cf)
+				nd.assertConformance(t, f.conformanceFile)
 			}
 		})
 	}

@@ -82,27 +82,42 @@ var conformanceStores = []struct {
 	}},
 }
 
+// conformanceFiles reads every SpiceDB validation file, named by its file name.
+func conformanceFiles(t *testing.T) []namedConformanceFile {
+	t.Helper()
+	dir := conformanceDir(t)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no conformance files in %s: %v", dir, err)
+	}
+	files := make([]namedConformanceFile, len(paths))
+	for i, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i].name = strings.TrimSuffix(filepath.Base(path), ".yaml")
+		if err := yaml.Unmarshal(raw, &files[i].conformanceFile); err != nil {
+			t.Fatalf("parsing %s: %v", path, err)
+		}
+	}
+	return files
+}
+
+type namedConformanceFile struct {
+	name string
+	conformanceFile
+}
+
 // TestSpiceDBConformance runs every SpiceDB validation file through the gRPC API on
 // every datastore: write its schema and relationships, then check each assertion.
 func TestSpiceDBConformance(t *testing.T) {
-	dir := conformanceDir(t)
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no conformance files in %s: %v", dir, err)
-	}
+	files := conformanceFiles(t)
 	for _, st := range conformanceStores {
 		t.Run(st.name, func(t *testing.T) {
-			for _, path := range files {
-				t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
-					raw, err := os.ReadFile(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var cf conformanceFile
-					if err := yaml.Unmarshal(raw, &cf); err != nil {
-						t.Fatalf("parsing %s: %v", path, err)
-					}
-					runConformance(t, cf, func(c *Config) { st.setup(t, c) })
+			for _, f := range files {
+				t.Run(f.name, func(t *testing.T) {
+					runConformance(t, f.conformanceFile, func(c *Config) { st.setup(t, c) })
 				})
 			}
 		})

@@ -79,8 +79,8 @@ type Store struct {
 	opts   Options
 	reads  *pgxpool.Pool
 	writes *pgxpool.Pool
-	// counters keeps relationship counter registrations, on the write pool.
-	counters sqlstore.Counters
+	// Counters keeps relationship counter registrations, on the write pool.
+	sqlstore.Counters
 	// head is the newest revision this process has seen; revisions up to it are known
 	// not to be in the future.
 	head atomic.Uint64
@@ -103,7 +103,7 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		reads.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, reads: reads, writes: writes, counters: sqlstore.Counters{Engine: "cockroachdb", Pool: writes}}
+	s := &Store{opts: opts, reads: reads, writes: writes, Counters: sqlstore.Counters{Engine: "cockroachdb", Pool: writes}}
 	if err := schemaVersions.Check(ctx, writes); err != nil {
 		s.Close()
 		return nil, err

@@ -121,8 +121,8 @@ type Store struct {
 	reads  *pgxpool.Pool
 	writes *pgxpool.Pool
 	snaps  *snapshotCache
-	// counters keeps relationship counter registrations, on the write pool.
-	counters sqlstore.Counters
+	// Counters keeps relationship counter registrations, on the write pool.
+	sqlstore.Counters
 	// replicas serve reads at revisions they have replayed; nextReplica spreads reads.
 	replicas    []*replica
 	nextReplica atomic.Uint32
@@ -159,7 +159,7 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096), commitProbe: commitProbeTime,
-		counters: sqlstore.Counters{Engine: "postgres", Pool: writes},
+		Counters: sqlstore.Counters{Engine: "postgres", Pool: writes},
 		stop:     make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, u := range opts.ReplicaURIs {

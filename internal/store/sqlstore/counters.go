@@ -15,7 +15,8 @@ import (
 // latch_relationship_counters (name primary key, filter text), which each dialect's
 // migrations create. It is a plain table, outside the relationships' versioning: a
 // registration makes no revision and is read at none. The filter is the text of
-// store.EncodeCounterFilter; text rather than jsonb keeps it byte for byte.
+// store.EncodeCounterFilter; text rather than jsonb keeps it byte for byte. The SQL
+// stores embed it, so its methods are theirs.
 type Counters struct {
 	// Engine names the database in messages ("postgres", "cockroachdb").
 	Engine string
@@ -23,8 +24,8 @@ type Counters struct {
 	Pool *pgxpool.Pool
 }
 
-// Register registers f under name.
-func (c Counters) Register(ctx context.Context, name string, f store.Filter) error {
+// RegisterCounter registers f under name.
+func (c Counters) RegisterCounter(ctx context.Context, name string, f store.Filter) error {
 	raw, err := store.EncodeCounterFilter(f)
 	if err != nil {
 		return err
@@ -37,8 +38,8 @@ func (c Counters) Register(ctx context.Context, name string, f store.Filter) err
 	return err
 }
 
-// Unregister removes the counter named name.
-func (c Counters) Unregister(ctx context.Context, name string) error {
+// UnregisterCounter removes the counter named name.
+func (c Counters) UnregisterCounter(ctx context.Context, name string) error {
 	tag, err := c.change(ctx, "unregistering a relationship counter", "DELETE FROM latch_relationship_counters WHERE name = $1", name)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrCounterUnknown
@@ -46,8 +47,8 @@ func (c Counters) Unregister(ctx context.Context, name string) error {
 	return err
 }
 
-// Filter returns the filter registered under name.
-func (c Counters) Filter(ctx context.Context, name string) (store.Filter, error) {
+// CounterFilter returns the filter registered under name.
+func (c Counters) CounterFilter(ctx context.Context, name string) (store.Filter, error) {
 	var raw string
 	err := c.Pool.QueryRow(ctx, "SELECT filter FROM latch_relationship_counters WHERE name = $1", name).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
