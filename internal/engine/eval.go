@@ -170,6 +170,12 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	return out, nil
 }
 
+// forget drops what the evaluator remembers of the subproblems it answered.
+func (ev *evaluator) forget() {
+	clear(ev.memo)
+	clear(ev.errDepth)
+}
+
 // remember records id's answer for the rest of the request: in the memo, or, cut off
 // by the depth limit, as failing again at this depth or less.
 func (ev *evaluator) remember(r *ir.Relation, id string, o outcome, depth int) {

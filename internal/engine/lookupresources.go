@@ -113,7 +113,8 @@ const lookupChunk = 1000
 // stream evaluates x (the rewrite of the looked-up permission, or a branch of it whose
 // grants are final for it) and passes granted results to emit as they become known:
 // each branch of a union when it is done, and an intersection or exclusion a chunk of
-// candidates at a time, in id order. It returns every result, conditional ones too.
+// candidates at a time, in id order. It returns the conditional results: the granted
+// ones have gone to emit, and keeping them would hold the whole answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
 	switch x.Kind {
 	case ir.Union:
@@ -151,10 +152,13 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 					return nil, err
 				}
 			}
+			// The chunk's forward checks are its own: forgetting them keeps the memory
+			// of a lookup from growing with its candidates.
+			l.ev.forget()
 			if err := emit(part); err != nil {
 				return nil, err
 			}
-			mergeOr(acc, part)
+			mergeOr(acc, conditionalOnly(part))
 		}
 		return acc, nil
 	}
@@ -162,7 +166,18 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 	if err != nil {
 		return nil, err
 	}
-	return res, emit(res)
+	return conditionalOnly(res), emit(res)
+}
+
+// conditionalOnly returns the conditional results of res.
+func conditionalOnly(res results) results {
+	out := results{}
+	for id, o := range res {
+		if o.st == cond {
+			out[id] = o
+		}
+	}
+	return out
 }
 
 // ordered answers an Ordered lookup. The candidates of a permission that is not
