@@ -7,11 +7,12 @@ import (
 )
 
 // Checks are most of the traffic, and evaluating their buf.validate rules through
-// protovalidate's reflection and regular expressions cost an eighth of a check's CPU.
-// knownValid answers, for the check requests, whether a message certainly passes those
-// rules, with the same rules written out by hand (rel's name and id checks are the
-// proto patterns). A request it is unsure of goes through protovalidate, which then
-// also words any violation exactly as SpiceDB does.
+// protovalidate's reflection and regular expressions cost an eighth of a check's CPU
+// (and a quarter of a bulk import's). knownValid answers, for the check requests and
+// the import stream's messages, whether a message certainly passes those rules, with
+// the same rules written out by hand (rel's name and id checks are the proto
+// patterns). A request it is unsure of goes through protovalidate, which then also
+// words any violation exactly as SpiceDB does.
 func knownValid(m any) bool {
 	switch r := m.(type) {
 	case *v1.CheckPermissionRequest:
@@ -26,8 +27,21 @@ func knownValid(m any) bool {
 			}
 		}
 		return true
+	case *v1.ImportBulkRelationshipsRequest:
+		for _, x := range r.Relationships {
+			if !validRelationship(x) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
+}
+
+// validRelationship: a resource, a relation name, a subject, and no caveat (a caveat's
+// rules are left to protovalidate).
+func validRelationship(x *v1.Relationship) bool {
+	return x != nil && x.OptionalCaveat == nil && validObject(x.Resource) && rel.ValidateRelationName(x.Relation) == nil && validSubject(x.Subject)
 }
 
 // validConsistency: absent, or exactly one requirement, its flag true or its token
