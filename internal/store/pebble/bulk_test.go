@@ -109,7 +109,7 @@ func TestAbandonedBulkLoad(t *testing.T) {
 	kept := relationship("folder", "f", "viewer", "user", "u", "")
 	head := mustWrite(t, s, store.Create, kept)
 	s.writeMu.Lock()
-	l := &bulkLoad{s: s, rev: s.applied + 1, tmp: filepath.Join(dir, bulkTmp)}
+	l := &bulkLoad{s: s, rev: s.applied + 1, tmp: filepath.Join(dir, bulkTmp), bulkScratch: newBulkScratch()}
 	if err := s.db.Set(keyBulk, u64(l.rev), nil); err != nil {
 		t.Fatal(err)
 	}
