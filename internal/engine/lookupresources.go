@@ -65,6 +65,9 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 			if err := emitFinal(results{req.Subject.Object.ID: outHas}, emitted, yield); err != nil {
 				return err
 			}
+		} else if target.Rewrite.Kind != ir.Union {
+			// One stream, which grants each object once: nothing to remember.
+			emitted = nil
 		}
 		res, err = l.stream(ctx, target.Def, target.Rewrite, func(r results) error { return emitFinal(r, emitted, yield) })
 	} else {
@@ -88,7 +91,8 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 	return nil
 }
 
-// emitFinal yields, in id order, the granted resources of res not yielded before.
+// emitFinal yields, in id order, the granted resources of res not yielded before (as
+// emitted records, unless it is nil).
 func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) error) error {
 	var ids []string
 	for id, o := range res {
@@ -98,7 +102,9 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		emitted[id] = true
+		if emitted != nil {
+			emitted[id] = true
+		}
 		if err := yield(FoundResource{ID: id, Result: Result{Membership: HasPermission}}); err != nil {
 			return err
 		}
@@ -128,6 +134,32 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 		}
 		return acc, nil
 	case ir.Intersection, ir.Exclusion:
+		acc := results{}
+		chunk := func(part results) error {
+			var err error
+			for _, c := range x.Children[1:] {
+				f := func(o outcome) outcome { return o }
+				if x.Kind == ir.Exclusion {
+					f = not
+				}
+				if part, err = l.narrow(ctx, def, c, part, and, f); err != nil {
+					return err
+				}
+			}
+			// The chunk's forward checks are its own: forgetting them keeps the memory
+			// of a lookup from growing with its candidates.
+			l.ev.forget()
+			if err := emit(part); err != nil {
+				return err
+			}
+			mergeOr(acc, conditionalOnly(part))
+			return nil
+		}
+		if r := l.readable(x.Children[0]); r != nil {
+			// The candidates come from one query, in id order, a chunk at a time: the
+			// lookup never holds them all.
+			return acc, l.directChunks(ctx, r, chunk)
+		}
 		base, err := l.expr(ctx, def, x.Children[0])
 		if err != nil {
 			return nil, err
@@ -137,28 +169,14 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		acc := results{}
 		for start := 0; start < len(ids); start += lookupChunk {
 			part := results{}
 			for _, id := range ids[start:min(start+lookupChunk, len(ids))] {
 				part[id] = base[id]
 			}
-			for _, c := range x.Children[1:] {
-				f := func(o outcome) outcome { return o }
-				if x.Kind == ir.Exclusion {
-					f = not
-				}
-				if part, err = l.narrow(ctx, def, c, part, and, f); err != nil {
-					return nil, err
-				}
-			}
-			// The chunk's forward checks are its own: forgetting them keeps the memory
-			// of a lookup from growing with its candidates.
-			l.ev.forget()
-			if err := emit(part); err != nil {
+			if err := chunk(part); err != nil {
 				return nil, err
 			}
-			mergeOr(acc, conditionalOnly(part))
 		}
 		return acc, nil
 	}
@@ -497,10 +515,47 @@ func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.
 	return out, nil
 }
 
-// direct finds the objects whose relation r names the subject, a wildcard of its type,
-// or a subject set the subject belongs to.
-func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, error) {
-	out := results{}
+// readable returns the relation x names when its objects for the subject are read by
+// one query, with nothing else to add: a relation (not a permission) that allows no
+// subject set, of which the subject is not itself a subject set. Else nil.
+func (l *reverseLookup) readable(x *ir.Expr) *ir.Relation {
+	if x.Kind != ir.Ref || x.Rel.IsPermission() || l.ev.isSubject(x.Rel, l.ev.subject.Object.ID) {
+		return nil
+	}
+	for _, a := range x.Rel.Allowed {
+		if a.Relation != "" && !a.Wildcard {
+			return nil
+		}
+	}
+	return x.Rel
+}
+
+// directChunks reads the objects whose relation r names the subject or a wildcard of
+// its type, in id order (the store's key order), and passes them to fn at least
+// lookupChunk at a time, never splitting one object's relationships.
+func (l *reverseLookup) directChunks(ctx context.Context, r *ir.Relation, fn func(results) error) error {
+	part := results{}
+	last := ""
+	err := l.directEach(ctx, r, func(id string, o outcome) error {
+		if id != last && len(part) >= lookupChunk {
+			if err := fn(part); err != nil {
+				return err
+			}
+			part = results{}
+		}
+		last = id
+		part.put(id, or(part.get(id), o))
+		return nil
+	})
+	if err != nil || len(part) == 0 {
+		return err
+	}
+	return fn(part)
+}
+
+// directEach passes to fn, in the store's key order, each object whose relation r
+// names the subject or a wildcard of its type, with that relationship's outcome.
+func (l *reverseLookup) directEach(ctx context.Context, r *ir.Relation, fn func(id string, o outcome) error) error {
 	subj := l.ev.subject
 	var ids []string
 	for _, a := range r.Allowed {
@@ -513,23 +568,39 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 			ids = appendOnce(ids, subj.Object.ID)
 		}
 	}
-	if len(ids) > 0 {
-		f := store.Filter{ResourceType: r.Def.Name, Relation: r.Name, Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: ids}}
-		for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
-			if err != nil {
-				return nil, err
-			}
-			s := item.Relationship.Subject
-			if s.Object.ID != rel.Wildcard && s.Relation != subj.Relation {
-				continue
-			}
-			o, err := l.ev.caveat(item.Relationship.Caveat)
-			if err != nil {
-				return nil, err
-			}
-			id := item.Relationship.Resource.ID
-			out.put(id, or(out.get(id), o))
+	if len(ids) == 0 {
+		return nil
+	}
+	f := store.Filter{ResourceType: r.Def.Name, Relation: r.Name, Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: ids}}
+	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
+		if err != nil {
+			return err
 		}
+		s := item.Relationship.Subject
+		if s.Object.ID != rel.Wildcard && s.Relation != subj.Relation {
+			continue
+		}
+		o, err := l.ev.caveat(item.Relationship.Caveat)
+		if err != nil {
+			return err
+		}
+		if err := fn(item.Relationship.Resource.ID, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// direct finds the objects whose relation r names the subject, a wildcard of its type,
+// or a subject set the subject belongs to.
+func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, error) {
+	out := results{}
+	err := l.directEach(ctx, r, func(id string, o outcome) error {
+		out.put(id, or(out.get(id), o))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	seen := map[[2]string]bool{}
 	for _, a := range r.Allowed {
