@@ -118,8 +118,8 @@ const lookupChunk = 1000
 
 // stream evaluates x (the rewrite of the looked-up permission, or a branch of it whose
 // grants are final for it) and passes granted results to emit as they become known:
-// each branch of a union when it is done, and an intersection or exclusion a chunk of
-// candidates at a time, in id order. It returns the conditional results: the granted
+// a relation of direct subjects, and an intersection or exclusion, a chunk of objects
+// at a time, in id order; any other branch of a union when it is done. It returns the conditional results: the granted
 // ones have gone to emit, and keeping them would hold the whole answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
 	switch x.Kind {
@@ -179,6 +179,13 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 			}
 		}
 		return acc, nil
+	}
+	if r := l.readable(x); r != nil {
+		acc := results{}
+		return acc, l.directChunks(ctx, r, func(part results) error {
+			mergeOr(acc, conditionalOnly(part))
+			return emit(part)
+		})
 	}
 	res, err := l.expr(ctx, def, x)
 	if err != nil {
