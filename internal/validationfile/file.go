@@ -8,6 +8,7 @@
 package validationfile
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,9 +154,18 @@ type yamlReader struct {
 	name  string
 	src   []byte
 	probs problems
+	lines int // of src, once pos has counted them
 }
 
+// pos is n's position. yaml.v3 places the empty node that follows a bare document
+// marker ("---" at the end) on the line after the file's last; that is the last line.
 func (p *yamlReader) pos(n *yaml.Node) position {
+	if p.lines == 0 {
+		p.lines = bytes.Count(p.src, []byte("\n")) + 1
+	}
+	if n.Line > p.lines {
+		return position{File: p.name, Line: p.lines, Col: 1}
+	}
 	return position{File: p.name, Line: n.Line, Col: n.Column}
 }
 
