@@ -119,8 +119,9 @@ const lookupChunk = 1000
 // stream evaluates x (the rewrite of the looked-up permission, or a branch of it whose
 // grants are final for it) and passes granted results to emit as they become known:
 // a relation of direct subjects, and an intersection or exclusion, a chunk of objects
-// at a time, in id order; any other branch of a union when it is done. It returns the conditional results: the granted
-// ones have gone to emit, and keeping them would hold the whole answer in memory.
+// at a time, in id order; any other branch of a union when it is done. It returns the
+// conditional results: the granted ones have gone to emit, and keeping them would hold
+// the whole answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
 	switch x.Kind {
 	case ir.Union:
@@ -135,13 +136,13 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 		return acc, nil
 	case ir.Intersection, ir.Exclusion:
 		acc := results{}
+		f := func(o outcome) outcome { return o }
+		if x.Kind == ir.Exclusion {
+			f = not
+		}
 		chunk := func(part results) error {
 			var err error
 			for _, c := range x.Children[1:] {
-				f := func(o outcome) outcome { return o }
-				if x.Kind == ir.Exclusion {
-					f = not
-				}
 				if part, err = l.narrow(ctx, def, c, part, and, f); err != nil {
 					return err
 				}
@@ -169,12 +170,8 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		for start := 0; start < len(ids); start += lookupChunk {
-			part := results{}
-			for _, id := range ids[start:min(start+lookupChunk, len(ids))] {
-				part[id] = base[id]
-			}
-			if err := chunk(part); err != nil {
+		for ids := range slices.Chunk(ids, lookupChunk) {
+			if err := chunk(restrict(base, ids)); err != nil {
 				return nil, err
 			}
 		}
@@ -236,8 +233,7 @@ func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req Lo
 		}
 	}
 	slices.Sort(ids)
-	for start := 0; start < len(ids); start += lookupChunk {
-		chunk := ids[start:min(start+lookupChunk, len(ids))]
+	for chunk := range slices.Chunk(ids, lookupChunk) {
 		part := restrict(cands, chunk)
 		if !recursive {
 			if part, err = l.onChunk(ctx, target.Def, target.Rewrite, w, chunk); err != nil {
