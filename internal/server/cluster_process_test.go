@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,30 +136,17 @@ func (nd *processNode) waitReady(t *testing.T) {
 // those whose labels contain every one of labels (`peer="127.0.0.1:1234"`).
 func (nd *processNode) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + nd.metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatalf("%s /metrics: %v", nd.name, err)
-	}
-	defer resp.Body.Close()
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		series, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) {
-			continue
-		}
-		if !allIn(series, labels) {
+	for _, line := range strings.Split(scrape(t, nd.metricsAddr), "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) || !allIn(series, labels) {
 			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			t.Fatalf("%s /metrics: %q: %v", nd.name, sc.Text(), err)
+			t.Fatalf("%s /metrics: %q: %v", nd.name, line, err)
 		}
 		sum += v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("%s /metrics: %v", nd.name, err)
 	}
 	return sum
 }
