@@ -87,7 +87,7 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 		if !wild && s.Relation != subj.Relation {
 			continue
 		}
-		ev.tr.read(&item.Relationship)
+		ev.tr.read(item.Relationship.Expiration)
 		o, err := ev.caveat(item.Relationship.Caveat)
 		if err != nil {
 			return err
@@ -135,7 +135,7 @@ func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) 
 		if err != nil {
 			return nil, err
 		}
-		ev.tr.read(&item.Relationship)
+		ev.tr.read(item.Relationship.Expiration)
 		r := item.Relationship
 		out = append(out, edge{resource: r.Resource.ID, target: r.Subject.Object.ID, caveat: r.Caveat})
 	}

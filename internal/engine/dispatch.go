@@ -78,12 +78,14 @@ type Answers struct {
 	Cached     int64
 }
 
-// routed reports whether r's subproblems go to their owners. A relation that no
-// subject set can reach through is answered by one batched read: it is cheaper to read
-// here than to ask another node, so it stays local; every other relation and every
-// permission is routed.
-func routed(r *ir.Relation) bool {
-	if r.IsPermission() {
+// routed reports whether the subproblems of r on ids go to their owners. Permissions
+// and relations that subject sets reach through are routed. So is a plain relation
+// (of subjects only) asked of one resource, the shape most checks reach (the `member`
+// of a check's group, `owner->follower` of one content): its owner's cache answers it
+// for every check that reaches it. Asked of many resources, a plain relation is one
+// batched read here, not one read on each node owning some of them.
+func routed(r *ir.Relation, ids []string) bool {
+	if r.IsPermission() || len(ids) == 1 {
 		return true
 	}
 	for _, a := range r.Allowed {

@@ -185,7 +185,10 @@ func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectR
 func (e *Engine) evaluatorWith(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, ctxJSON []byte) *evaluator {
 	ev := newEvaluator(s, r, subject, reqCtx, e.sharedFor(s, r.Revision(), subject, ctxJSON))
 	if e.disp != nil {
-		ev.routing = &routing{disp: e.disp, base: routeBase(subject, ctxJSON), floor: e.maxDepth - RoutedLevels}
+		ev.routing = &routing{
+			disp: e.disp, base: routeBase(subject, ctxJSON), anyBase: routeBase(anySubject(subject), ctxJSON),
+			object: subject.Relation == "", floor: e.maxDepth - RoutedLevels,
+		}
 		ev.ctxJSON = ctxJSON
 	}
 	return ev

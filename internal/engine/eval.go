@@ -37,6 +37,8 @@ type evaluator struct {
 	ctxJSON []byte
 
 	memo map[memoKey]outcome
+	// tuplesets holds the relationships arrows read, by resource (hops).
+	tuplesets map[tuplesetKey][]hop
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
 	// depth at which it did; it fails again at that depth or less.
 	errDepth map[memoKey]int
@@ -49,13 +51,24 @@ func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx m
 	}
 }
 
-// routing is a request's view of the cluster: the dispatcher, the routing hash of the
-// request's subject and context, and the remaining depth at or below which steps are
-// no longer routed (RoutedLevels).
+// routing is a request's view of the cluster: the dispatcher, the routing hashes of
+// the request's subject and context (anyBase: of its type's wildcard, for relations
+// of wildcards only, as the cache keys them), and the remaining depth at or below
+// which steps are no longer routed (RoutedLevels).
 type routing struct {
-	disp  Dispatcher
-	base  uint64
-	floor int
+	disp          Dispatcher
+	base, anyBase uint64
+	object        bool // the subject is an object: anyBase applies
+	floor         int
+}
+
+// owner returns the node that owns subproblem r on id (nil: this one).
+func (rt *routing) owner(r *ir.Relation, id string) Node {
+	base := rt.base
+	if rt.object && r.WildcardsOnly() {
+		base = rt.anyBase
+	}
+	return rt.disp.Owner(routeHash(base, r, id))
 }
 
 // relation answers relation or permission r of r.Def for every id in ids, with depth
@@ -70,7 +83,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	route = route && ev.routing != nil && depth > ev.routing.floor && routed(r)
+	route = route && ev.routing != nil && depth > ev.routing.floor && routed(r, ids)
 	out := make(results, len(ids))
 	todo := make([]string, 0, len(ids))
 	var remote map[Node][]string
@@ -95,7 +108,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			continue
 		}
 		if route {
-			if n := ev.routing.disp.Owner(routeHash(ev.routing.base, r, id)); n != nil {
+			if n := ev.routing.owner(r, id); n != nil {
 				if remote == nil {
 					remote = map[Node][]string{}
 				}
@@ -170,10 +183,12 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	return out, nil
 }
 
-// forget drops what the evaluator remembers of the subproblems it answered.
+// forget drops what the evaluator remembers of the subproblems it answered and the
+// relationships its arrows read.
 func (ev *evaluator) forget() {
 	clear(ev.memo)
 	clear(ev.errDepth)
+	clear(ev.tuplesets)
 }
 
 // remember records id's answer for the rest of the request: in the memo, or, cut off

@@ -22,12 +22,18 @@ const (
 // the subject, the caveat context, the relation and the resource id; base holds the
 // hash state of the first three, so a key costs only the hashing of the last two.
 //
+// A relation of wildcards only answers every object subject of one type alike, so its
+// answers are keyed by the subject's type (anyBase, the key a `type:*` subject has):
+// `content:c1#public` is remembered once for all users, not once for each.
+//
 // Relationship expiration changes answers as time passes at one revision, so schemas
 // that `use expiration` are not cached; conditional answers and answers cut off by the
 // depth limit are never stored.
 type shared struct {
-	c    *cache.Cache // nil: caching is off for this request
-	base [2]maphash.Hash
+	c       *cache.Cache // nil: caching is off for this request
+	base    [2]maphash.Hash
+	anyBase [2]maphash.Hash
+	object  bool // the subject is an object, not a subject set: anyBase applies
 }
 
 // sharedFor prepares the cache keys of a request whose caveat context has the text
@@ -36,32 +42,46 @@ func (e *Engine) sharedFor(s *ir.Schema, rev store.Revision, subject rel.Subject
 	if e.cache == nil || s.Uses("expiration") {
 		return shared{}
 	}
-	sh := shared{c: e.cache}
+	sh := shared{c: e.cache, object: subject.Relation == ""}
 	var revBytes [8]byte
 	binary.LittleEndian.PutUint64(revBytes[:], uint64(rev))
-	for i := range sh.base {
-		h := &sh.base[i]
-		h.SetSeed(e.seeds[i])
+	start := func(h *maphash.Hash, seed maphash.Seed, s rel.SubjectRef) {
+		h.SetSeed(seed)
 		h.Write(revBytes[:])
-		for _, f := range [...]string{subject.Object.Type, subject.Object.ID, subject.Relation} {
+		for _, f := range [...]string{s.Object.Type, s.Object.ID, s.Relation} {
 			h.WriteString(f)
 			h.WriteByte(0)
 		}
 		h.Write(ctxJSON)
 		h.WriteByte(0)
 	}
+	for i := range sh.base {
+		start(&sh.base[i], e.seeds[i], subject)
+		if sh.object {
+			start(&sh.anyBase[i], e.seeds[i], anySubject(subject))
+		}
+	}
 	return sh
+}
+
+// anySubject is the wildcard of subject's type, which names every object of it.
+func anySubject(subject rel.SubjectRef) rel.SubjectRef {
+	return rel.SubjectRef{Object: rel.ObjectRef{Type: subject.Object.Type, ID: rel.Wildcard}}
 }
 
 // key names subproblem r on resource id. The relation is named by its id: the
 // revision in base fixes the schema text, and compiling one text numbers its
 // relations the same way every time.
 func (sh *shared) key(r *ir.Relation, id string) cache.Key {
+	base := &sh.base
+	if sh.object && r.WildcardsOnly() {
+		base = &sh.anyBase
+	}
 	var out [2]uint64
 	var rid [4]byte
 	binary.LittleEndian.PutUint32(rid[:], uint32(r.ID))
-	for i := range sh.base {
-		h := sh.base[i]
+	for i := range base {
+		h := base[i]
 		h.Write(rid[:])
 		h.WriteString(id)
 		out[i] = h.Sum64()

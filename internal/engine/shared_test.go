@@ -133,6 +133,71 @@ func TestSubproblemAnswersAreShared(t *testing.T) {
 	}
 }
 
+// TestWildcardAnswersAreSharedAcrossSubjects: a relation of wildcards only answers
+// every user alike, so one user's answer serves the next user's check; a relation that
+// names users keeps each user's answer apart.
+func TestWildcardAnswersAreSharedAcrossSubjects(t *testing.T) {
+	s := mustCompile(t, `definition user {}
+definition document {
+	relation public: user:*
+	relation viewer: user | user:*
+	permission view = public + viewer
+}`)
+	eng := engine.New(engine.Config{Cache: cache.New(1 << 20)})
+	ctx := context.Background()
+	r := &countingReader{sliceReader: sliceReader{
+		relationship("document", "open", "public", "user", "*", ""),
+		relationship("document", "shut", "viewer", "user", "amy", ""),
+	}, rev: 3}
+	queries := func(req engine.CheckRequest, want engine.Membership) int32 {
+		t.Helper()
+		before := r.queries.Load()
+		res, err := eng.Check(ctx, s, r, req)
+		if err != nil || res.Membership != want {
+			t.Fatalf("check %s view %v: %v, %v; want %v", req.Resource.ID, req.Subject, res, err, want)
+		}
+		return r.queries.Load() - before
+	}
+	queries(viewCheck("open", "amy"), engine.HasPermission)
+	if n := queries(viewCheck("open", "bob"), engine.HasPermission); n != 0 {
+		t.Errorf("bob's check of a public document queried the store %d times; amy's answer to public is everyone's", n)
+	}
+	queries(viewCheck("shut", "amy"), engine.HasPermission)
+	// public is shared (no), viewer is bob's own: one query.
+	if n := queries(viewCheck("shut", "bob"), engine.NoPermission); n != 1 {
+		t.Errorf("bob's check of a private document queried the store %d times, want 1 (viewer; public is known)", n)
+	}
+}
+
+// TestArrowsReadTheirRelationshipsOnce: the arrows of one permission over the same
+// relation read its relationships once per request.
+func TestArrowsReadTheirRelationshipsOnce(t *testing.T) {
+	s := mustCompile(t, `definition user {
+	relation self: user
+	relation friend: user
+	relation blocked: user
+}
+definition post {
+	relation author: user
+	permission view = author->self + (author->friend - author->blocked)
+}`)
+	r := &countingReader{sliceReader: sliceReader{
+		relationship("post", "p", "author", "user", "ann", ""),
+		relationship("user", "ann", "friend", "user", "bob", ""),
+	}, rev: 1}
+	res, err := engine.New(engine.Config{}).Check(context.Background(), s, r, engine.CheckRequest{
+		Resource: rel.ObjectRef{Type: "post", ID: "p"}, Permission: "view",
+		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "bob"}},
+	})
+	if err != nil || res.Membership != engine.HasPermission {
+		t.Fatalf("check: %v, %v", res, err)
+	}
+	// post:p#author once, then ann's self, friend and blocked.
+	if n := r.queries.Load(); n != 4 {
+		t.Errorf("the check queried the store %d times, want 4", n)
+	}
+}
+
 // TestExpiringSchemasAreNotCached: with `use expiration` an answer can change at one
 // revision as time passes, so nothing is cached.
 func TestExpiringSchemasAreNotCached(t *testing.T) {

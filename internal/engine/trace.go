@@ -251,13 +251,14 @@ func (t *tracer) end(ids []string, res results) {
 	}
 }
 
-// read notes a relationship the innermost step read, for its expiration.
-func (t *tracer) read(r *rel.Relationship) {
-	if t == nil || r.Expiration == nil || len(t.open) == 0 {
+// read notes the expiration of a relationship the innermost step read (nil: it does
+// not expire).
+func (t *tracer) read(expires *time.Time) {
+	if t == nil || expires == nil || len(t.open) == 0 {
 		return
 	}
 	n := t.open[len(t.open)-1].n
-	n.ExpiresAt = earlier(n.ExpiresAt, r.Expiration)
+	n.ExpiresAt = earlier(n.ExpiresAt, expires)
 }
 
 // caveat records, in the innermost step, that the caveat c of a relationship of

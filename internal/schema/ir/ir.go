@@ -183,6 +183,21 @@ type Relation struct {
 // IsPermission reports whether r is a permission.
 func (r *Relation) IsPermission() bool { return r.Rewrite != nil }
 
+// WildcardsOnly reports whether r is a relation whose subjects are all wildcards
+// (`relation public: user:*`): whether an object subject has it depends on the
+// subject's type, never on its id.
+func (r *Relation) WildcardsOnly() bool {
+	if r.IsPermission() || len(r.Allowed) == 0 {
+		return false
+	}
+	for _, a := range r.Allowed {
+		if !a.Wildcard {
+			return false
+		}
+	}
+	return true
+}
+
 // AllowedSubject is one entry of a relation's type list: `user`, `group#member`,
 // `user:*`, optionally `with caveat`, `with expiration` or both, with the names
 // resolved.

@@ -7,21 +7,40 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latch-authz/latch/internal/rel"
+)
+
+const (
+	// cancelGrace is how long a canceled statement may go on before it is canceled.
+	cancelGrace = 100 * time.Millisecond
+	// cancelDeadline is how long after its context is canceled a statement's connection
+	// is given up on, when the server answers neither the statement nor the cancel.
+	cancelDeadline = 5 * time.Second
 )
 
 // NewPool opens a pool of at most size connections to uri. connectTimeout bounds
 // establishing one connection, so that an unreachable server is reported promptly,
 // unless the URI sets connect_timeout itself; appName, when not empty, is the
 // application_name the server shows for the pool's sessions, unless the URI sets one.
+//
+// A statement whose context is canceled is left to finish for cancelGrace before the
+// server is asked to cancel it, and the connection is kept. Canceled contexts are
+// routine (a hedged dispatch that lost, a client that gave up), the statements they
+// interrupt are short, and pgx's default answer, closing the connection, costs the
+// server two new backends: one to deliver the cancel and one to replace the connection.
 func NewPool(engine, uri string, size int32, connectTimeout time.Duration, appName string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(uri)
 	if err != nil {
 		return nil, fmt.Errorf("%s connection URI is not valid: %w", engine, err)
 	}
 	cfg.MaxConns = size
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: cancelGrace, DeadlineDelay: cancelDeadline}
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
