@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Measures latch as a cluster on this machine (issue "Cluster mode"): the social
 # workload through 3 nodes over one throwaway PostgreSQL, with ring routing and with
-# the same 3 nodes each alone, and 1 node against 3 for the cost of a hop. Prints one
-# line per configuration: checks/s, p95, cluster-wide cache hit ratio, datastore
-# queries per check and server CPU per check (all nodes' CPU over all checks).
+# the same 3 nodes each alone, and 1 node against 3 for the cost of a hop. Each
+# configuration first takes the same load, RATE checks/s for SECONDS after a warm-up,
+# so that its caches see the same checks: one line with the cluster-wide cache hit
+# ratio, datastore queries per check, server CPU per check (all nodes' CPU over all
+# checks) and p95 and p99 at that load. Then 16 checks in flight for 20 s: the most it
+# serves, and the CPU per check when busy. Last, the cluster with node 3 made slow (its
+# dispatch service holds every dispatch 200 ms), loaded through nodes 1 and 2 beside
+# the healthy cluster loaded the same way: hedging keeps their p99 near the healthy one.
 #
-#   scripts/bench-cluster.sh [USERS] [SECONDS] [CACHE]     (defaults 20000 30 8MiB)
+#   scripts/bench-cluster.sh [USERS] [SECONDS] [CACHE] [RATE]  (defaults 20000 60 8MiB 1000)
 #
 # Needs Debian's PostgreSQL (scripts/ensure-postgres.sh installs it). Everything binds
 # 127.0.0.1 and is removed at the end.
 set -euo pipefail
 users=${1:-20000}
-secs=${2:-30}
+secs=${2:-60}
 cache=${3:-8MiB}
+rate=${4:-1000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/latch-bench-cluster.XXXXXX)
 chmod 755 "$work"
@@ -71,34 +77,41 @@ scrape() {
     /^latch_cluster_hedges_total / {g+=$2}
     END {printf "hits %d\nmisses %d\nqueries %d\ncpu %f\nsent %d\nhedges %d\n", h, m, q, c, s, g}'
 }
-# measure LABEL N: runs the workload over nodes 1..N and prints the report line.
+# measure LABEL N [E]: runs the workload through nodes 1..E (default N) of the N
+# running and prints the report line.
 measure() {
   local label=$1 n=$2 eps=""
-  for i in $(seq "$n"); do eps="$eps,127.0.0.1:5105$i"; done
+  for i in $(seq "${3:-$n}"); do eps="$eps,127.0.0.1:5105$i"; done
   eps=${eps#,}
-  # a short warm-up, then the measured run: social.yaml's steps with phases of our own
-  workload() { sed '/^phases:/,$d' "$root/workloads/social.yaml"; printf 'phases:\n  - name: %s\n    duration: %s\n    closed: {in_flight: 16}\n' "$1" "$2"; }
-  workload warm-up 5s >"$work/warm.yaml"
-  workload steady "${secs}s" >"$work/run.yaml"
-  "$latch" bench run "$work/warm.yaml" --endpoint "$eps" --token "$key" --users "$users" --conns $((2 * n)) -q >/dev/null
+  # social.yaml's steps with one phase of our own: NAME DURATION LOAD
+  workload() { sed '/^phases:/,$d' "$root/workloads/social.yaml"; printf 'phases:\n  - name: %s\n    duration: %s\n    %s\n' "$@"; }
+  run() { "$latch" bench run "$1" --endpoint "$eps" --token "$key" --users "$users" --conns $((2 * n)) -q "${@:2}" >/dev/null; }
+  workload warm-up 10s "open: {rate: $rate, max_in_flight: 64}" >"$work/warm.yaml"
+  workload steady "${secs}s" "open: {rate: $rate, max_in_flight: 64}" >"$work/steady.yaml"
+  workload most 20s "closed: {in_flight: 16}" >"$work/most.yaml"
+  run "$work/warm.yaml"
   scrape "$n" >"$work/before"
-  "$latch" bench run "$work/run.yaml" --endpoint "$eps" --token "$key" --users "$users" --conns $((2 * n)) -q -o "$work/$label.json" >/dev/null
+  run "$work/steady.yaml" -o "$work/steady.json"
   scrape "$n" >"$work/after"
-  python3 - "$label" "$work/before" "$work/after" "$work/$label.json" <<'EOF'
+  run "$work/most.yaml" -o "$work/most.json"
+  scrape "$n" >"$work/end"
+  python3 - "$label" "$work/before" "$work/after" "$work/end" "$work/steady.json" "$work/most.json" <<'EOF'
 import json, sys
-label, before, after, result = sys.argv[1:]
+label, before, after, end, steady, most = sys.argv[1:]
 def load(p):
     return {k: float(v) for k, v in (l.split() for l in open(p))}
+def phase(p):
+    return json.load(open(p))["phases"][-1]
 b, a = load(before), load(after)
+e = load(end)
 d = {k: a[k] - b[k] for k in a}
-res = json.load(open(result))
-phase = res["phases"][-1]
-checks = phase["total"]["count"]
-secs = phase["duration_s"]
-p95 = phase["total"]["latency_ms"]["p95"]
+s, m = phase(steady), phase(most)
+most_checks = m["total"]["count"]
+checks = s["total"]["count"]
 looked = d["hits"] + d["misses"]
-print(f"{label:28s} checks/s {checks/secs:8.0f}  p95 {p95:6.2f} ms  cache hit {d['hits']/looked if looked else 0:6.1%}  "
-      f"queries/check {d['queries']/checks:5.2f}  CPU/check {1e6*d['cpu']/checks:6.1f} us  dispatches/check {d['sent']/checks:4.2f}  hedges/check {d['hedges']/checks:4.2f}")
+print(f"{label:22s} at {checks/s['duration_s']:5.0f}/s: cache hit {d['hits']/looked if looked else 0:6.1%}  queries/check {d['queries']/checks:5.2f}  "
+      f"CPU/check {1e6*d['cpu']/checks:6.1f} us  p95 {s['total']['latency_ms']['p95']:6.2f} ms  p99 {s['total']['latency_ms']['p99']:6.2f} ms  dispatches/check {d['sent']/checks:4.2f}  hedges/check {d['hedges']/checks:4.2f}"
+      f"  | 16 in flight: {most_checks/m['duration_s']:6.0f} checks/s, p95 {m['total']['latency_ms']['p95']:6.2f} ms, CPU/check {1e6*(e['cpu']-a['cpu'])/most_checks:6.1f} us")
 EOF
 }
 
@@ -107,7 +120,7 @@ cluster_flags() { echo --dispatch-cluster-enabled --dispatch-cluster-addr "127.0
 
 start_node 1
 "$latch" bench gen social --users "$users" --seed 1 --endpoint 127.0.0.1:51051 --token "$key" >/dev/null
-echo "social data set, $users users, in PostgreSQL; $secs s per run, ${cache} cache per node"
+echo "social data set, $users users, in PostgreSQL; $rate checks/s for $secs s, ${cache} cache per node"
 measure "1 node" 1
 stop_nodes
 
@@ -117,4 +130,13 @@ stop_nodes
 
 for i in 1 2 3; do start_node "$i" $(cluster_flags "$i"); done
 measure "3 nodes, ring routing" 3
+stop_nodes
+
+for i in 1 2 3; do start_node "$i" $(cluster_flags "$i"); done
+measure "ring, through 1-2" 3 2
+stop_nodes
+
+for i in 1 2; do start_node "$i" $(cluster_flags "$i"); done
+start_node 3 $(cluster_flags 3) --dispatch-cluster-test-delay 200ms
+measure "ring, node 3 slow" 3 2
 stop_nodes

@@ -410,6 +410,52 @@ func TestSlowPeerIsHedged(t *testing.T) {
 	if f := counter(t, reg, "latch_cluster_dispatch_failed_total"); f != 0 {
 		t.Errorf("%v dispatches counted as failed: a slow peer is hedged, not failed", f)
 	}
+	// A run of lost races marks the slow peer down: its subproblems are then answered
+	// locally at once, without waiting for a hedge.
+	for round := 0; counter(t, reg, "latch_cluster_hedges_won_total") < slowAfter; round++ {
+		if round == 10 {
+			t.Fatalf("only %v races lost to local hedges after 10 more rounds", counter(t, reg, "latch_cluster_hedges_won_total"))
+		}
+		r, reqs, want := chainData(t, st)
+		tc.use(r, s)
+		checkAll(t, tc.nodes[1].eng, s, r, reqs, want)
+	}
+	slow := tc.nodes[0].lis.Addr().String()
+	if up := peerValue(t, reg, "latch_cluster_peer_up", slow); up != 0 {
+		t.Fatalf("the slow peer is up after %d lost races in a row; want it down", slowAfter)
+	}
+	sent := peerValue(t, reg, "latch_cluster_dispatch_sent_total", slow)
+	r, reqs, want := chainData(t, st)
+	tc.use(r, s)
+	if longest := checkAll(t, tc.nodes[1].eng, s, r, reqs, want); longest > 500*time.Millisecond {
+		t.Errorf("a check took %v with the slow peer down", longest)
+	}
+	if n := peerValue(t, reg, "latch_cluster_dispatch_sent_total", slow) - sent; n > 1 { // a probe, at most
+		t.Errorf("%v dispatches sent to the slow peer while it was down", n)
+	}
+}
+
+// peerValue is the value of the series name{peer=addr}.
+func peerValue(t *testing.T, reg *prometheus.Registry, name, addr string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "peer" && l.GetValue() == addr {
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{peer=%q}", name, addr)
+	return 0
 }
 
 // TestWrongKeyIsRefused: a node with another key is refused by the others' dispatch

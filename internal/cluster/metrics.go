@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dispatch_sent_total",
 			"Dispatches sent to each peer (one per batch of subproblems).")), []string{"peer"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dispatch_failed_total",
-			"Dispatches to each peer that failed or were hedged around (answered locally).")), []string{"peer"}),
+			"Dispatches to each peer that failed (and were answered locally).")), []string{"peer"}),
 		peerUp: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("peer_up",
 			"1 while a peer takes dispatches, 0 while it is marked down.")), []string{"peer"}),
 		local:        owned.WithLabelValues("local"),

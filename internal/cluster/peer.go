@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,11 @@ import (
 const (
 	// downAfter consecutive failed dispatches mark a peer down.
 	downAfter = 3
+	// slowAfter consecutive dispatches that a local hedge answered first mark a peer
+	// down too: a peer slower than answering locally, time after time, is one to stop
+	// waiting for. A healthy peer loses a race now and then (the hedging delay is twice
+	// the fastest peer's p95); it does not lose ten in a row.
+	slowAfter = 10
 	// A down peer is probed with one real dispatch after probeFirst, and again after
 	// twice as long each time the probe fails, up to probeMax.
 	probeFirst = 500 * time.Millisecond
@@ -33,7 +39,8 @@ type peer struct {
 	sem  chan struct{}
 
 	mu       sync.Mutex
-	fails    int
+	fails    int // consecutive failed dispatches
+	slow     int // consecutive races lost to a local hedge
 	down     bool
 	probeAt  time.Time
 	backoff  time.Duration
@@ -82,7 +89,7 @@ func (p *peer) available() bool {
 func (p *peer) succeeded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fails, p.probing, p.backoff = 0, false, 0
+	p.fails, p.slow, p.probing, p.backoff = 0, 0, false, 0
 	if p.down {
 		p.down = false
 		p.upMetric.Set(1)
@@ -90,15 +97,23 @@ func (p *peer) succeeded() {
 	}
 }
 
-// failedOnce records a failed dispatch; enough in a row mark the
-// peer down, and a failed probe doubles the wait before the next.
+// failedOnce records a failed dispatch.
 func (p *peer) failedOnce() {
 	p.failed.Inc()
+	p.strike(&p.fails, downAfter, "failed")
+}
+
+// lostRace records a dispatch that a local hedge answered first.
+func (p *peer) lostRace() { p.strike(&p.slow, slowAfter, "were slower than answering locally") }
+
+// strike counts one more failure or lost race in *n: threshold in a row mark the peer
+// down, and while it is down, each failed probe doubles the wait before the next.
+func (p *peer) strike(n *int, threshold int, what string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fails++
+	*n++
 	p.probing = false
-	if p.fails < downAfter {
+	if *n < threshold && !p.down {
 		return
 	}
 	if p.down {
@@ -106,7 +121,7 @@ func (p *peer) failedOnce() {
 	} else {
 		p.down, p.backoff = true, probeFirst
 		p.upMetric.Set(0)
-		p.c.cfg.Logger.Warn("cluster member marked down; its subproblems are answered locally", "member", p.addr, "failures", p.fails)
+		p.c.cfg.Logger.Warn("cluster member marked down; its subproblems are answered locally", "member", p.addr, "reason", fmt.Sprintf("%d dispatches in a row %s", *n, what))
 	}
 	p.probeAt = time.Now().Add(p.backoff)
 }
@@ -114,8 +129,10 @@ func (p *peer) failedOnce() {
 // Dispatch is engine.Node's. The peer answers unless it is busy (its dispatches in
 // flight are at the limit) or fails, when local does; if the peer has not answered
 // after the hedging delay of the subproblem's class, local starts too and the first
-// answer wins. Only failures count against the peer: a hedge lost is not one, since a
-// subproblem that dispatches others is slower than those it dispatches.
+// answer wins. Failures count against the peer, and so do races lost to the local
+// answer, slowAfter of them in a row: one lost race says little (a subproblem that
+// dispatches others is slower than those it dispatches), a run of them that the peer
+// is slow.
 func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(context.Context) (*engine.Answers, error)) (*engine.Answers, error) {
 	select {
 	case p.sem <- struct{}{}:
@@ -168,6 +185,8 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 		p.c.metrics.hedgesWon.Inc()
 		if status.Code(err) != codes.Canceled {
 			p.failedOnce() // the peer failed (or timed out) on its own, not because the hedge won
+		} else {
+			p.lostRace()
 		}
 	}
 	return h.a, h.err
