@@ -374,6 +374,58 @@ definition doc {
 	}
 }
 
+// TestLookupSubjectsOfARelationKeepItsParts: a relation's subjects are reported as
+// SpiceDB streams them, the subjects it names apart from each subject set's members,
+// so a subject set's wildcard still excludes u1 beside u1 named directly (whichever
+// relationship comes first); a permission's rewrite merges them into one wildcard.
+func TestLookupSubjectsOfARelationKeepItsParts(t *testing.T) {
+	s, reader := lookupFixture(t, `
+definition user {}
+definition group {
+	relation everyone: user:*
+	relation left: user
+	permission member = everyone - left
+}
+definition doc {
+	relation viewer: group#member | user
+	relation zviewer: user | zgroup#member
+	permission view = viewer
+	permission zview = zviewer
+}
+definition zgroup {
+	relation everyone: user:*
+	relation left: user
+	permission member = everyone - left
+}`, "group:g#everyone@user:*", "group:g#left@user:u1", "doc:d#viewer@group:g#member", "doc:d#viewer@user:u1",
+		"zgroup:z#everyone@user:*", "zgroup:z#left@user:u1", "doc:d#zviewer@zgroup:z#member", "doc:d#zviewer@user:u1")
+	eng := engine.New(engine.Config{})
+	for perm, want := range map[string]string{
+		"viewer": "u1, * - [u1]", "zviewer": "u1, * - [u1]",
+		"view": "u1, * - []", "zview": "u1, * - []",
+	} {
+		var got []string
+		err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: "d"}, Permission: perm, SubjectType: "user"},
+			func(f engine.FoundSubject) error {
+				if f.ID != rel.Wildcard {
+					got = append(got, f.ID)
+					return nil
+				}
+				ex := []string{}
+				for _, x := range f.Excluded {
+					ex = append(ex, x.ID)
+				}
+				got = append(got, fmt.Sprintf("* - %v", ex))
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, ", ") != want {
+			t.Errorf("LookupSubjects(doc:d#%s) = %v, want %s", perm, got, want)
+		}
+	}
+}
+
 // TestKeepsAnswersWhereSpiceDBIsWrong pins three answers on which SpiceDB 1.56
 // disagrees with its own checks (found by differential runs); latch's answers agree
 // with the reference evaluator and stay as they are.

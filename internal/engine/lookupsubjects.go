@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"reflect"
 	"slices"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -64,27 +65,48 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 			return err
 		}
 	}
-	if set.wild.st == no {
-		return nil
+	// The wildcard of each part, as SpiceDB sends them; the same one twice says nothing
+	// more.
+	var sent []FoundSubject
+	for _, p := range partsOf(set) {
+		if p.wild.st == no {
+			continue
+		}
+		found, err := foundWildcard(p)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(sent, func(f FoundSubject) bool { return reflect.DeepEqual(f, found) }) {
+			continue
+		}
+		sent = append(sent, found)
+		if err := yield(found); err != nil {
+			return err
+		}
 	}
-	res, err := toResult(set.wild)
+	return nil
+}
+
+// foundWildcard is the wildcard of s with its exclusions, in id order.
+func foundWildcard(s *subjectSet) (FoundSubject, error) {
+	res, err := toResult(s.wild)
 	if err != nil {
-		return err
+		return FoundSubject{}, err
 	}
 	found := FoundSubject{ID: rel.Wildcard, Result: res}
-	ex := make([]string, 0, len(set.excluded))
-	for id := range set.excluded {
+	ex := make([]string, 0, len(s.excluded))
+	for id := range s.excluded {
 		ex = append(ex, id)
 	}
 	slices.Sort(ex)
 	for _, id := range ex {
-		r, err := toResult(set.excluded[id])
+		r, err := toResult(s.excluded[id])
 		if err != nil {
-			return err
+			return FoundSubject{}, err
 		}
 		found.Excluded = append(found.Excluded, FoundSubject{ID: id, Result: r})
 	}
-	return yield(found)
+	return found, nil
 }
 
 // subjectLookup computes subject sets per (relation, object), memoized. Like SpiceDB's,
@@ -127,7 +149,9 @@ func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string,
 	var set *subjectSet
 	var err error
 	if r.IsPermission() {
-		set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth)
+		if set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth); err == nil && set.parts != nil {
+			set = set.clone() // merged: a rewrite reports one set
+		}
 	} else {
 		set, err = l.direct(ctx, r, id, depth)
 	}
@@ -135,7 +159,9 @@ func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string,
 		return nil, err
 	}
 	if l.subjRel != "" && r.Def.Name == l.typ && r.Name == l.subjRel {
+		parts := set.parts
 		set = set.clone()
+		set.parts = parts
 		set.concrete.put(id, outHas) // a subject set is a member of itself
 	}
 	l.memo[k], l.need[k] = set, depth-l.low+1
@@ -143,8 +169,12 @@ func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string,
 	return set, nil
 }
 
+// direct is the subjects of relation r on id: those its relationships name (named)
+// and the members of the subject sets they name (out), united, and apart as parts
+// (subjectSet) when subject sets contributed.
 func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, depth int) (*subjectSet, error) {
-	out := newSubjectSet()
+	named, out := newSubjectSet(), newSubjectSet()
+	var parts []*subjectSet
 	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: []string{id}, Relation: r.Name}
 	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
@@ -158,9 +188,9 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, d
 		s := x.Subject
 		if s.Object.Type == l.typ && s.Relation == l.subjRel {
 			if s.Object.ID == rel.Wildcard {
-				out = unionSets(out, &subjectSet{concrete: results{}, wild: c, excluded: results{}})
+				named.wild = or(named.wild, c)
 			} else {
-				out.concrete.put(s.Object.ID, or(out.concrete.get(s.Object.ID), c))
+				named.concrete.put(s.Object.ID, or(named.concrete.get(s.Object.ID), c))
 			}
 		}
 		if s.Relation == "" || s.Object.ID == rel.Wildcard {
@@ -171,9 +201,22 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, d
 		if err != nil {
 			return nil, err
 		}
-		out = unionSets(out, withCaveat(sub, c))
+		sub = withCaveat(sub, c)
+		out = unionSets(out, sub)
+		for _, p := range partsOf(sub) {
+			if !p.empty() {
+				parts = append(parts, p)
+			}
+		}
 	}
-	return out, nil
+	set := unionSets(named, out)
+	if len(parts) > 0 {
+		if !named.empty() {
+			parts = append(parts, named)
+		}
+		set.parts = parts
+	}
+	return set, nil
 }
 
 func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*subjectSet, error) {

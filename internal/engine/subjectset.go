@@ -15,10 +15,17 @@ import "slices"
 // concrete subjects beside the wildcard, a difference of two wildcards turns the
 // subtrahend's exclusions into concrete subjects, an intersection keeps the concrete
 // subjects the other side holds.
+//
+// parts, when not nil, is the set as SpiceDB reports a relation's subjects: the
+// subjects its relationships name, and each subject set's members, as separate parts
+// that are not merged (a wildcard in one part keeps excluding a subject another part
+// names). The set's own fields are their exact union, which every operator works on;
+// a permission's rewrite merges them, so a permission's set has no parts.
 type subjectSet struct {
 	concrete results
 	wild     outcome
 	excluded results
+	parts    []*subjectSet
 }
 
 func newSubjectSet() *subjectSet {
@@ -119,7 +126,8 @@ func exclusionFor(wild, part outcome) outcome {
 	}
 }
 
-// withCaveat ANDs a relationship's caveat outcome into every member of s.
+// withCaveat ANDs a relationship's caveat outcome into every member of s (and of each
+// of its parts).
 func withCaveat(s *subjectSet, c outcome) *subjectSet {
 	if c.st == has {
 		return s
@@ -132,7 +140,21 @@ func withCaveat(s *subjectSet, c outcome) *subjectSet {
 	if out.wild.st != no {
 		out.excluded = clone(s.excluded)
 	}
+	for _, p := range s.parts {
+		out.parts = append(out.parts, withCaveat(p, c))
+	}
 	return out
+}
+
+// empty reports whether s has no members.
+func (s *subjectSet) empty() bool { return s.wild.st == no && len(s.concrete) == 0 }
+
+// partsOf is s as parts: its own, or s itself when it is one.
+func partsOf(s *subjectSet) []*subjectSet {
+	if s.parts != nil {
+		return s.parts
+	}
+	return []*subjectSet{s}
 }
 
 func sameOutcome(a, b outcome) bool {

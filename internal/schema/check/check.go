@@ -37,7 +37,7 @@ const maxDefinitionName = 128
 // Check compiles f. It returns the schema, or nil and every diagnostic sorted by
 // position.
 func Check(f *ast.File) (*ir.Schema, []Diagnostic) {
-	c := &checker{file: f, uses: map[string]bool{}}
+	c := &checker{file: f, uses: map[string]bool{}, noWildcard: map[string]bool{}}
 	s := c.run()
 	if len(c.diags) > 0 {
 		Sort(c.diags)
@@ -70,6 +70,9 @@ type checker struct {
 	// typePos remembers where each allowed subject type was written, for diagnostics
 	// found after the IR is built.
 	typePos map[*ir.Relation][]*ast.TypeRef
+	// noWildcard remembers the relation names wildcardVia found no wildcard for (see
+	// there).
+	noWildcard map[string]bool
 }
 
 func (c *checker) errorf(at ast.Pos, format string, args ...any) {

@@ -102,6 +102,10 @@ func TestDiagnostics(t *testing.T) {
 				"9:26: relation `viewer` under definition `doc` allows `group#member`, which includes wildcard type `user:*` via relation `team#lead`: wildcard relations cannot be transitively included",
 			},
 		},
+		{
+			"transitive wildcard asked about before a relation of the same name", "definition user {}\ndefinition defc {\n relation www: user\n}\ndefinition defa {\n relation rrr: defb#www\n}\ndefinition defb {\n relation www: user:*\n}\ndefinition defx {\n relation qqq: defc#www\n}",
+			[]string{"6:16: relation `rrr` under definition `defa` allows `defb#www`, which includes wildcard type `user:*` via relation `defb#www`: wildcard relations cannot be transitively included"},
+		},
 		{"invalid caveat name", "caveat bad.name(a int) { a }", nil}, // the parser stops at `.`; see TestCaveatNames
 		{
 			"duplicate caveat", "caveat cav(a int) { a > 1 }\ncaveat cav(b int) { b > 1 }",
@@ -168,6 +172,11 @@ func TestAccepted(t *testing.T) {
 		{"same type with and without caveat", "caveat cav(a int) { a > 1 }\ndefinition user {}\ndefinition doc { relation viewer: user | user with cav }"},
 		{"annotation ignored without typechecking", "definition user {}\ndefinition doc {\n relation viewer: user\n permission view: team = viewer\n}"},
 		{"arrow target missing is only a warning", "definition user {}\ndefinition doc {\n relation owner: user\n permission view = owner->nothing\n}"},
+		// SpiceDB 1.56 remembers whether a relation reaches a wildcard by its name alone:
+		// an earlier definition's `www` without one hides defb's (probed on SpiceDB, which
+		// accepts both and refuses them with the definitions in the other order).
+		{"wildcard hidden by an arrow's relation of the same name", "definition user {}\ndefinition defc {\n relation www: user\n}\ndefinition defz {\n relation www: defc\n permission ppp = www->www\n}\ndefinition defa {\n relation rrr: defb#www\n}\ndefinition defb {\n relation www: user:*\n}"},
+		{"wildcard hidden by a subject relation of the same name", "definition user {}\ndefinition defc {\n relation www: user\n}\ndefinition defx {\n relation qqq: defc#www\n}\ndefinition defa {\n relation rrr: defb#www\n}\ndefinition defb {\n relation www: user:*\n}"},
 		{"nil", "definition doc { permission view = nil }"},
 		{"prefixed", "definition tenant/user {}\ndefinition tenant/doc { relation viewer: tenant/user }"},
 	}

@@ -101,7 +101,27 @@ type wildcardRef struct {
 // wildcardVia reports whether relation rel of definition def admits a wildcard
 // subject, directly or through subject relations (`group#member`), as SpiceDB's
 // type system computes it: permissions have no type list, so they stop the search.
+//
+// SpiceDB 1.56 remembers each answer, at every step of the search, by the relation's
+// name alone, for the rest of the schema: once any definition's `member` was found
+// free of wildcards, every later question about a `member` gets that answer. So do
+// these checks, asked in the order SpiceDB asks them across definitions (the schema's
+// order; within one definition SpiceDB's order varies from run to run, and this is
+// the text's), so that a schema SpiceDB accepts is accepted here. Only "no wildcard"
+// is remembered: SpiceDB stops at the first wildcard it reports, and remembering one
+// would report others it never reaches.
 func (c *checker) wildcardVia(def, rel string, seen map[string]bool) *wildcardRef {
+	if c.noWildcard[rel] {
+		return nil
+	}
+	w := c.searchWildcard(def, rel, seen)
+	if w == nil {
+		c.noWildcard[rel] = true
+	}
+	return w
+}
+
+func (c *checker) searchWildcard(def, rel string, seen map[string]bool) *wildcardRef {
 	key := def + "#" + rel
 	if seen[key] {
 		return nil
