@@ -351,27 +351,35 @@ definition doc {
 		{"d1", "via_parent2", "* - [u0]"},
 	}
 	for _, c := range cases {
-		var got []string
-		err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: c.res}, Permission: c.perm, SubjectType: "user"},
-			func(f engine.FoundSubject) error {
-				if f.ID != rel.Wildcard {
-					got = append(got, f.ID)
-					return nil
-				}
-				var ex []string
-				for _, x := range f.Excluded {
-					ex = append(ex, x.ID)
-				}
-				got = append(got, fmt.Sprintf("* - %v", ex))
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Join(got, ", ") != c.want {
-			t.Errorf("LookupSubjects(doc:%s#%s) = %v, want %s", c.res, c.perm, got, c.want)
+		if got := subjectsText(t, eng, s, reader, "doc:"+c.res, c.perm); got != c.want {
+			t.Errorf("LookupSubjects(doc:%s#%s) = %s, want %s", c.res, c.perm, got, c.want)
 		}
 	}
+}
+
+// subjectsText looks up the users with perm on the object named res ("type:id") and
+// renders them: concrete ids, then each wildcard as `* - [excluded ids]`.
+func subjectsText(t *testing.T, eng *engine.Engine, s *ir.Schema, reader store.Reader, res, perm string) string {
+	t.Helper()
+	typ, id, _ := strings.Cut(res, ":")
+	var got []string
+	err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: typ, ID: id}, Permission: perm, SubjectType: "user"},
+		func(f engine.FoundSubject) error {
+			if f.ID != rel.Wildcard {
+				got = append(got, f.ID)
+				return nil
+			}
+			var ex []string
+			for _, x := range f.Excluded {
+				ex = append(ex, x.ID)
+			}
+			got = append(got, fmt.Sprintf("* - %v", ex))
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(got, ", ")
 }
 
 // TestLookupSubjectsOfARelationKeepItsParts: a relation's subjects are reported as
@@ -403,25 +411,8 @@ definition zgroup {
 		"viewer": "u1, * - [u1]", "zviewer": "u1, * - [u1]",
 		"view": "u1, * - []", "zview": "u1, * - []",
 	} {
-		var got []string
-		err := eng.LookupSubjects(context.Background(), s, reader, engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: "d"}, Permission: perm, SubjectType: "user"},
-			func(f engine.FoundSubject) error {
-				if f.ID != rel.Wildcard {
-					got = append(got, f.ID)
-					return nil
-				}
-				ex := []string{}
-				for _, x := range f.Excluded {
-					ex = append(ex, x.ID)
-				}
-				got = append(got, fmt.Sprintf("* - %v", ex))
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Join(got, ", ") != want {
-			t.Errorf("LookupSubjects(doc:d#%s) = %v, want %s", perm, got, want)
+		if got := subjectsText(t, eng, s, reader, "doc:d", perm); got != want {
+			t.Errorf("LookupSubjects(doc:d#%s) = %s, want %s", perm, got, want)
 		}
 	}
 }
