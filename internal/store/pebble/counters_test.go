@@ -3,10 +3,10 @@ package pebble
 import (
 	"context"
 	"errors"
-	"reflect"
 	"testing"
 
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/storetest"
 )
 
 // TestCountersSurviveReopen registers counters, closes the store and opens the
@@ -14,42 +14,13 @@ import (
 // in bytes that look like a version suffix, which the counter key's terminator keeps
 // from being read as one.
 func TestCountersSurviveReopen(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	s := openDir(t, dir, Options{})
-	suffixLike := "n\x00\x00\x00\x00\x00\x00\x00\x00\x01\t"
-	want := map[string]store.Filter{
-		"docs":     {ResourceType: "document", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice"}, RelationSet: true}},
-		suffixLike: {ResourceIDPrefix: "a"},
-	}
-	for name, f := range want {
-		if err := s.RegisterCounter(ctx, name, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.RegisterCounter(ctx, "gone", store.Filter{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.UnregisterCounter(ctx, "gone"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RegisterCounter(ctx, "late", store.Filter{}); !errors.Is(err, errClosed) {
+	storetest.CountersSurviveReopen(t, s, func() store.Store { return openDir(t, dir, Options{}) }, map[string]store.Filter{
+		"docs": {ResourceType: "document", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice"}, RelationSet: true}},
+		"n\x00\x00\x00\x00\x00\x00\x00\x00\x01\t": {ResourceIDPrefix: "a"},
+	})
+	if err := s.RegisterCounter(context.Background(), "late", store.Filter{}); !errors.Is(err, errClosed) {
 		t.Fatalf("register on a closed store: %v; want %v", err, errClosed)
-	}
-
-	s = openDir(t, dir, Options{})
-	for name, w := range want {
-		if got, err := s.CounterFilter(ctx, name); err != nil || !reflect.DeepEqual(got, w) {
-			t.Errorf("counter %q after reopen: %+v, %v; want %+v", name, got, err, w)
-		}
-	}
-	if _, err := s.CounterFilter(ctx, "gone"); !errors.Is(err, store.ErrCounterUnknown) {
-		t.Errorf("unregistered counter after reopen: %v; want %v", err, store.ErrCounterUnknown)
-	}
-	if err := s.RegisterCounter(ctx, "docs", store.Filter{}); !errors.Is(err, store.ErrCounterExists) {
-		t.Errorf("registering a name taken before the reopen: %v; want %v", err, store.ErrCounterExists)
 	}
 }

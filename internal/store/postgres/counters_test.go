@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
-	"reflect"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -11,38 +9,23 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/postgres"
 	"github.com/latch-authz/latch/internal/store/sqlstore"
+	"github.com/latch-authz/latch/internal/store/storetest"
 )
 
 // TestCountersSurviveReopen registers counters, closes the store and opens the
 // database again: the registrations are there, the removed one is not.
 func TestCountersSurviveReopen(t *testing.T) {
-	ctx := context.Background()
 	s, uri := open(t, postgres.Options{})
-	docs := store.Filter{ResourceType: "document", ResourceIDs: []string{"a", "b"}, Subject: &store.SubjectFilter{Type: "user", RelationSet: true}}
-	if err := s.RegisterCounter(ctx, "docs", docs); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RegisterCounter(ctx, "gone", store.Filter{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.UnregisterCounter(ctx, "gone"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := postgres.Open(ctx, uri, postgres.Options{GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if got, err := s.CounterFilter(ctx, "docs"); err != nil || !reflect.DeepEqual(got, docs) {
-		t.Errorf("counter after reopen: %+v, %v; want %+v", got, err, docs)
-	}
-	if _, err := s.CounterFilter(ctx, "gone"); !errors.Is(err, store.ErrCounterUnknown) {
-		t.Errorf("unregistered counter after reopen: %v; want %v", err, store.ErrCounterUnknown)
-	}
+	storetest.CountersSurviveReopen(t, s, func() store.Store {
+		s, err := postgres.Open(context.Background(), uri, postgres.Options{GCInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, map[string]store.Filter{
+		"docs": {ResourceType: "document", ResourceIDs: []string{"a", "b"}, Subject: &store.SubjectFilter{Type: "user", RelationSet: true}},
+	})
 }
 
 // TestTenantSchemasAreMigratedOnOpen opens a Permify tenant whose schema was made by

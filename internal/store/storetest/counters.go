@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"sync"
+	"testing"
 
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -102,5 +104,40 @@ func (h *harness) expectCounters(want map[string]store.Filter) {
 		if err != nil || !reflect.DeepEqual(got, w) {
 			h.t.Fatalf("filter of counter %q: %+v, %v;\nwant %+v", name, got, err, w)
 		}
+	}
+}
+
+// CountersSurviveReopen is for durable stores: it registers want and a counter it then
+// unregisters on s, closes s, and checks on the store reopen opens over the same data
+// that the registrations, and only they, are there, and that their names are taken.
+// reopen must return a store that is closed when the test ends.
+func CountersSurviveReopen(t *testing.T, s store.Store, reopen func() store.Store, want map[string]store.Filter) {
+	t.Helper()
+	ctx := context.Background()
+	for name, f := range want {
+		if err := s.RegisterCounter(ctx, name, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.RegisterCounter(ctx, "gone", store.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UnregisterCounter(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen()
+	for name, w := range want {
+		if got, err := s.CounterFilter(ctx, name); err != nil || !reflect.DeepEqual(got, w) {
+			t.Errorf("counter %q after reopen: %+v, %v; want %+v", name, got, err, w)
+		}
+		if err := s.RegisterCounter(ctx, name, store.Filter{}); !errors.Is(err, store.ErrCounterExists) {
+			t.Errorf("registering %q, taken before the reopen: %v; want %v", name, err, store.ErrCounterExists)
+		}
+	}
+	if _, err := s.CounterFilter(ctx, "gone"); !errors.Is(err, store.ErrCounterUnknown) {
+		t.Errorf("unregistered counter after reopen: %v; want %v", err, store.ErrCounterUnknown)
 	}
 }
