@@ -181,7 +181,7 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
 		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)
 	}
-	go gcpace.Run(ctx, srv.CacheBytes())
+	go gcpace.Run(ctx, srv.FixedHeapBytes)
 	if err := srv.Serve(ctx); err != nil {
 		return fmt.Errorf("serving: %w", err)
 	}

@@ -77,6 +77,8 @@ func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, next func() ([]*v1
 	if err != nil {
 		return 0, err
 	}
+	next, stop := prefetch(next)
+	defer stop()
 	var n uint64
 	_, err = bl.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
 		for {
@@ -108,6 +110,36 @@ func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, next func() ([]*v1
 		return 0, err
 	}
 	return n, nil
+}
+
+// prefetch calls next one call ahead of its caller, in a goroutine of its own, so that
+// the store loads one message while the next is received and decoded. stop ends the
+// goroutine once it returns from the call in progress, which the end of the stream
+// (or of the handler, which ends the stream) makes sure of.
+func prefetch(next func() ([]*v1.Relationship, error)) (prefetched func() ([]*v1.Relationship, error), stop func()) {
+	type received struct {
+		batch []*v1.Relationship
+		err   error
+	}
+	ch := make(chan received, 1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			batch, err := next()
+			select {
+			case ch <- received{batch, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return func() ([]*v1.Relationship, error) {
+		r := <-ch
+		return r.batch, r.err
+	}, func() { close(done) }
 }
 
 // ExportBulkRelationships streams every relationship matching the optional filter, in

@@ -253,12 +253,18 @@ func (s *Server) newGRPCServer() *grpc.Server {
 	return g
 }
 
-// CacheBytes is the memory of the dispatch cache, allocated whole at start (0: none).
-func (s *Server) CacheBytes() int64 {
-	if s.cache == nil {
-		return 0
+// FixedHeapBytes is the heap that lives as long as the server and never holds
+// pointers, for gcpace: the dispatch cache, allocated whole at start, and the tables
+// of a store that keeps its data in the process (the memory store).
+func (s *Server) FixedHeapBytes() int64 {
+	var n int64
+	if s.cache != nil {
+		n = s.cache.Stats().Bytes
 	}
-	return s.cache.Stats().Bytes
+	if t, ok := s.store.(interface{ TableBytes() int64 }); ok {
+		n += t.TableBytes()
+	}
+	return n
 }
 
 // Addrs returns the bound gRPC address and the HTTP gateway address ("" when disabled).

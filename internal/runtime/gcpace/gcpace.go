@@ -1,5 +1,6 @@
 // Package gcpace tunes the Go garbage collector of a latch server process: a large,
-// fixed, pointer-free cache should not count towards the headroom GOGC grants.
+// fixed, pointer-free cache, or the tables of an in-memory store, should not count
+// towards the headroom GOGC grants.
 package gcpace
 
 import (
@@ -22,13 +23,14 @@ const interval = time.Second
 // until ctx is done. Go lets the heap grow by GOGC percent (100 unless set) of all the
 // live heap before collecting, the dispatch cache included; that cache is one fixed,
 // pointer-free block that never becomes garbage, so counting it would let a 64 MiB cache
-// add another 64 MiB of garbage to the process's memory. Run sets the GC percent so
-// that the headroom is GOGC percent of the live heap other than fixed bytes, and at
-// least minGCHeadroom. With GOGC=off it does nothing.
+// add another 64 MiB of garbage to the process's memory (and a memory store's tables
+// as much again). Run sets the GC percent so that the headroom is GOGC percent of the
+// live heap other than the bytes fixed reports (asked each time it looks), and at least
+// minGCHeadroom. With GOGC=off it does nothing.
 //
 // It changes a process-wide setting, so only the process's owner (the serve command)
 // calls it, once.
-func Run(ctx context.Context, fixed int64) {
+func Run(ctx context.Context, fixed func() int64) {
 	base := 100
 	if v := os.Getenv("GOGC"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -44,7 +46,7 @@ func Run(ctx context.Context, fixed int64) {
 	for {
 		rtmetrics.Read(sample)
 		if sample[0].Value.Kind() == rtmetrics.KindUint64 {
-			if p := gcPercent(sample[0].Value.Uint64(), uint64(max(fixed, 0)), base); p != current {
+			if p := gcPercent(sample[0].Value.Uint64(), uint64(max(fixed(), 0)), base); p != current {
 				debug.SetGCPercent(p)
 				current = p
 			}

@@ -3,10 +3,12 @@ package memory
 // chainIndex maps chain keys (forward or reverse) to the head and length of their
 // chain. A chain's head record carries its key, so the table holds only the chain: an
 // open-addressing table of 8-byte slots with linear probing, kept at most three
-// quarters full, where a Go map slot also held the 12- or 16-byte key. Every probe is
-// verified against the head record's key.
+// quarters full, where a Go map slot also held the 12- or 16-byte key. As in
+// exactIndex, a byte of each key's hash beside its slot spares probes the head records
+// of keys that cannot match; the rest are verified against the head record's key.
 type chainIndex[K comparable] struct {
 	slots []chain // head 0: never filled; head deadSlot: deleted; length a power of 2
+	tags  []uint8 // by slot: hashTag of its key's hash
 	used  int
 	dead  int
 	keyOf func(*recordPages, *record) K
@@ -21,14 +23,15 @@ func (x *chainIndex[K]) find(recs *recordPages, k K) int {
 	if len(x.slots) == 0 {
 		return -1
 	}
-	mask := len(x.slots) - 1
-	for i := int(x.hash(k)) & mask; ; i = (i + 1) & mask {
-		switch h := x.slots[i].head; h {
+	h := x.hash(k)
+	tag, mask := hashTag(h), len(x.slots)-1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch head := x.slots[i].head; head {
 		case emptySlot:
 			return -1
 		case deadSlot:
 		default:
-			if x.keyOf(recs, recs.at(h)) == k {
+			if x.tags[i] == tag && x.keyOf(recs, recs.at(head)) == k {
 				return i
 			}
 		}
@@ -46,7 +49,22 @@ func (x *chainIndex[K]) get(recs *recordPages, k K) (c chain, ok bool) {
 // set makes c the chain of k. The record at c.head and every head the index already
 // holds must carry their keys.
 func (x *chainIndex[K]) set(recs *recordPages, k K, c chain) {
+	x.setAt(recs, k, x.find(recs, k), c)
+}
+
+// lookup returns the chain of k and the slot holding it, or slot -1 when k has none,
+// for setAt: an update then probes the table once.
+func (x *chainIndex[K]) lookup(recs *recordPages, k K) (chain, int) {
 	if i := x.find(recs, k); i >= 0 {
+		return x.slots[i], i
+	}
+	return chain{}, -1
+}
+
+// setAt makes c the chain of k, whose slot lookup returned (-1: k has none) with no
+// change to the index since. A new key's head record must be written already.
+func (x *chainIndex[K]) setAt(recs *recordPages, k K, i int, c chain) {
+	if i >= 0 {
 		x.slots[i] = c
 		return
 	}
@@ -65,7 +83,7 @@ func (x *chainIndex[K]) place(h uint64, c chain) {
 			x.dead--
 			fallthrough
 		case emptySlot:
-			x.slots[i] = c
+			x.slots[i], x.tags[i] = c, hashTag(h)
 			return
 		}
 	}
@@ -74,7 +92,8 @@ func (x *chainIndex[K]) place(h uint64, c chain) {
 // resize rebuilds the table without dead slots, at its tableSize.
 func (x *chainIndex[K]) resize(recs *recordPages) {
 	old := x.slots
-	x.slots, x.dead = make([]chain, tableSize(x.used)), 0
+	n := tableSize(x.used)
+	x.slots, x.tags, x.dead = make([]chain, n), make([]uint8, n), 0
 	for _, c := range old {
 		if c.head != emptySlot && c.head != deadSlot {
 			x.place(x.hash(x.keyOf(recs, recs.at(c.head))), c)

@@ -4,11 +4,14 @@ import "math/bits"
 
 // exactIndex maps each relationship key to its newest version. Records carry their
 // key, so the index needs to hold only record indexes: an open-addressing table of
-// uint32 slots with linear probing, kept at most three quarters full, costs 5 to 11
-// bytes per key where a Go map from a 64-bit key hash cost about 20. Every probe is verified
+// uint32 slots with linear probing, kept at most three quarters full, costs 7 to 13
+// bytes per key where a Go map from a 64-bit key hash cost about 20. Beside each slot
+// a byte of its key's hash (hashTag) lets a probe pass keys that cannot match without
+// reading their record, a cache miss each; a probe whose tag matches is verified
 // against the record's key, so hash collisions cost time, never correctness.
 type exactIndex struct {
 	slots    []uint32              // record index; emptySlot or deadSlot otherwise; length a power of 2
+	tags     []uint8               // by slot: hashTag of its key's hash
 	used     int                   // slots holding a record index
 	dead     int                   // slots holding deadSlot
 	weakHash func(exactKey) uint64 // tests set this to force collisions; nil: hash
@@ -62,14 +65,15 @@ func (x *exactIndex) find(recs *recordPages, k exactKey) int {
 	if len(x.slots) == 0 {
 		return -1
 	}
-	mask := len(x.slots) - 1
-	for i := int(x.hash(k)) & mask; ; i = (i + 1) & mask {
+	h := x.hash(k)
+	tag, mask := hashTag(h), len(x.slots)-1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
 		switch v := x.slots[i]; v {
 		case emptySlot:
 			return -1
 		case deadSlot:
 		default:
-			if recs.exactKey(recs.at(v)) == k {
+			if x.tags[i] == tag && recs.exactKey(recs.at(v)) == k {
 				return i
 			}
 		}
@@ -78,16 +82,29 @@ func (x *exactIndex) find(recs *recordPages, k exactKey) int {
 
 // get returns the newest version of k, or 0.
 func (x *exactIndex) get(recs *recordPages, k exactKey) uint32 {
+	v, _ := x.lookup(recs, k)
+	return v
+}
+
+// lookup returns the newest version of k and the slot holding it, or 0 and slot -1,
+// for setAt: an update then probes the table once.
+func (x *exactIndex) lookup(recs *recordPages, k exactKey) (uint32, int) {
 	if i := x.find(recs, k); i >= 0 {
-		return x.slots[i]
+		return x.slots[i], i
 	}
-	return 0
+	return 0, -1
 }
 
 // set makes idx the newest version of k. The record at idx need not be written yet;
 // every record the index already holds must be.
 func (x *exactIndex) set(recs *recordPages, k exactKey, idx uint32) {
-	if i := x.find(recs, k); i >= 0 {
+	x.setAt(recs, k, x.find(recs, k), idx)
+}
+
+// setAt makes idx the newest version of k, whose slot lookup returned (-1: k has none)
+// with no change to the index since.
+func (x *exactIndex) setAt(recs *recordPages, k exactKey, i int, idx uint32) {
+	if i >= 0 {
 		x.slots[i] = idx
 		return
 	}
@@ -107,7 +124,7 @@ func (x *exactIndex) place(h uint64, idx uint32) {
 			x.dead--
 			fallthrough
 		case emptySlot:
-			x.slots[i] = idx
+			x.slots[i], x.tags[i] = idx, hashTag(h)
 			return
 		}
 	}
@@ -116,7 +133,8 @@ func (x *exactIndex) place(h uint64, idx uint32) {
 // resize rebuilds the table without dead slots, at its tableSize.
 func (x *exactIndex) resize(recs *recordPages) {
 	old := x.slots
-	x.slots, x.dead = make([]uint32, tableSize(x.used)), 0
+	n := tableSize(x.used)
+	x.slots, x.tags, x.dead = make([]uint32, n), make([]uint8, n), 0
 	for _, v := range old {
 		if v != emptySlot && v != deadSlot {
 			x.place(x.hash(recs.exactKey(recs.at(v))), v)

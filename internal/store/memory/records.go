@@ -64,7 +64,24 @@ type recordPages struct {
 	names     []sym            // by name slot: the type and relation symbols records use
 	slotOf    map[sym]nameSlot // inverse of names, for the slots in use
 	freeNames []nameSlot       // slots no record uses any more, for reuse
+	// recent holds, for each name field of a record (nameField), the slot the last
+	// insert used there: writes mostly repeat a few types and relations.
+	recent [numNameFields]struct {
+		n  nameSlot
+		ok bool
+	}
 }
+
+// nameField is a record field that holds a name slot.
+type nameField int
+
+const (
+	resTypeField nameField = iota
+	relationField
+	subjTypeField
+	subjRelField
+	numNameFields
+)
 
 // nameSlot is a type's or a relation's slot in recordPages.names. A slot stays bound to
 // its symbol while any record uses it, which also keeps the symbol's string; once the
@@ -100,12 +117,32 @@ func (rp *recordPages) slot(s sym) nameSlot {
 	return n
 }
 
+// internName interns name, a type or relation in field f of a new record, and returns
+// its name slot. When the last insert had the same name there, it spares the interner's
+// probe and the slotOf lookup.
+func (rp *recordPages) internName(in *interner, name string, f nameField) nameSlot {
+	if r := &rp.recent[f]; r.ok && in.str(rp.names[r.n]) == name {
+		if s := rp.names[r.n]; s != 0 {
+			in.refs[s]++ // as intern does; the empty string has no count
+		}
+		return r.n
+	}
+	n := rp.slot(in.intern(name))
+	rp.recent[f].n, rp.recent[f].ok = n, true
+	return n
+}
+
 // dropName frees the name slot of symbol s, if it has one; no record may use s.
 func (rp *recordPages) dropName(s sym) {
 	if n, ok := rp.slotOf[s]; ok {
 		delete(rp.slotOf, s)
 		rp.names[n] = 0
 		rp.freeNames = append(rp.freeNames, n)
+		for f := range rp.recent {
+			if rp.recent[f].n == n {
+				rp.recent[f].ok = false
+			}
+		}
 	}
 }
 
@@ -309,38 +346,41 @@ func (s *Store) versionAtLocked(e exactKey, rev uint64) uint32 {
 	return 0
 }
 
-// insertLocked adds a live version of x written at rev. The key's previous version,
-// if any, must already have been ended.
-func (s *Store) insertLocked(x rel.Relationship, rev uint64) {
+// insertLocked adds a live version of x written at rev and returns its record. The
+// key's previous version, if any, must already have been ended (a bulk load ends
+// none: it rolls back when it finds one live).
+func (s *Store) insertLocked(x rel.Relationship, rev uint64) uint32 {
 	in, rp := s.in, &s.recs
 	r := record{
-		resType: rp.slot(in.intern(x.Resource.Type)), resID: in.intern(x.Resource.ID), relation: rp.slot(in.intern(x.Relation)),
-		subjType: rp.slot(in.intern(x.Subject.Object.Type)), subjID: in.intern(x.Subject.Object.ID),
-		subjRel: rp.slot(in.intern(x.Subject.Relation)),
+		resType: rp.internName(in, x.Resource.Type, resTypeField), resID: in.intern(x.Resource.ID),
+		relation: rp.internName(in, x.Relation, relationField),
+		subjType: rp.internName(in, x.Subject.Object.Type, subjTypeField), subjID: in.intern(x.Subject.Object.ID),
+		subjRel: rp.internName(in, x.Subject.Relation, subjRelField),
 		created: s.offLocked(rev), deleted: liveOff,
 	}
 	expires := encodeExpiration(x.Expiration)
 	r.side = s.side.add(x.Caveat, expires)
 	idx := s.allocLocked()
 	ek := rp.exactKey(&r)
-	r.older = s.exact.get(&s.recs, ek)
-	s.exact.set(&s.recs, ek, idx)
-
+	older, ei := s.exact.lookup(&s.recs, ek)
+	r.older = older
 	fk := rp.fwdKey(&r)
-	fc, _ := s.fwd.get(&s.recs, fk)
+	fc, fi := s.fwd.lookup(&s.recs, fk)
 	r.fwdNext = fc.head
 	rk := rp.revKey(&r)
-	rc, _ := s.rev.get(&s.recs, rk)
+	rc, ri := s.rev.lookup(&s.recs, rk)
 	r.revNext = rc.head
-	*s.recs.at(idx) = r // the chain indexes read a head's key from its record
-	s.fwd.set(&s.recs, fk, chain{idx, fc.n + 1})
-	s.rev.set(&s.recs, rk, chain{idx, rc.n + 1})
+	*s.recs.at(idx) = r // the indexes read a key from the record it leads to
+	s.exact.setAt(&s.recs, ek, ei, idx)
+	s.fwd.setAt(&s.recs, fk, fi, chain{idx, fc.n + 1})
+	s.rev.setAt(&s.recs, rk, ri, chain{idx, rc.n + 1})
 
 	s.countLocked(&r, fc.n == 0)
 	if expires != 0 {
 		s.expiring.push(expiry{at: expires, rec: idx})
 	}
 	s.live++
+	return idx
 }
 
 // countLocked records the relation, subject relation and (for a new forward chain)

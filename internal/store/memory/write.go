@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -81,10 +82,14 @@ func (s *Store) checkedHead(ctx context.Context, preconditions []store.Precondit
 func (s *Store) checkCreates(updates []store.Update) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if uint64(s.recs.len())+uint64(len(updates)) >= math.MaxUint32 {
-		return errors.New("the memory store cannot hold more than 4 billion relationship versions")
-	}
-	if err := s.checkNamesLocked(updates); err != nil {
+	err := s.checkRoomLocked(len(updates), func(yield func(rel.Relationship) bool) {
+		for _, u := range updates {
+			if u.Op != store.Delete && !yield(u.Relationship) {
+				return
+			}
+		}
+	})
+	if err != nil {
 		return err
 	}
 	now := s.opts.Now().UnixNano()
@@ -99,19 +104,19 @@ func (s *Store) checkCreates(updates []store.Update) error {
 	return nil
 }
 
-// checkNamesLocked fails when the updates name more new types and relations than the
-// name slots left (see recordPages.name).
-func (s *Store) checkNamesLocked(updates []store.Update) error {
+// checkRoomLocked fails when n more record versions, which write the relationships
+// rels yields, would not fit: there are at most 4 billion records, and the name slots
+// left (see recordPages.name) must hold the new types and relations they name.
+func (s *Store) checkRoomLocked(n int, rels iter.Seq[rel.Relationship]) error {
+	if uint64(s.recs.len())+uint64(n) >= math.MaxUint32 {
+		return errors.New("the memory store cannot hold more than 4 billion relationship versions")
+	}
 	left := maxNames - s.recs.namesInUse()
-	if left >= 4*len(updates) {
+	if left >= 4*n {
 		return nil // even all new, they fit
 	}
 	fresh := map[string]bool{}
-	for _, u := range updates {
-		if u.Op == store.Delete {
-			continue
-		}
-		r := u.Relationship
+	for r := range rels {
 		for _, n := range [...]string{r.Resource.Type, r.Relation, r.Subject.Object.Type, r.Subject.Relation} {
 			if sy, ok := s.in.lookup(n); ok {
 				if _, ok := s.recs.slotOf[sy]; ok {
