@@ -560,19 +560,33 @@ definition doc {
 	}
 }
 
-// idCountingReader counts the resource ids the engine asks the store about, per
-// relation.
+// idCountingReader counts the resource ids the engine asks the store about, and the
+// queries it makes (when queries is not nil), per relation.
 type idCountingReader struct {
 	store.Reader
-	mu  sync.Mutex
-	ids map[string]int
+	mu      sync.Mutex
+	ids     map[string]int
+	queries map[string]int
 }
 
 func (c *idCountingReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	c.mu.Lock()
 	c.ids[f.Relation] += len(f.ResourceIDs)
+	if c.queries != nil {
+		c.queries[f.Relation]++
+	}
 	c.mu.Unlock()
 	return c.Reader.Query(ctx, f, opts)
+}
+
+// bannedElsewhere bans user u from more documents than a lookup walks back to find
+// (reverseBudget), none of them a candidate, so that lookups check banned forwards.
+func bannedElsewhere() []string {
+	out := make([]string, 1100)
+	for i := range out {
+		out[i] = fmt.Sprintf("doc:z%04d#banned@user:u", i)
+	}
+	return out
 }
 
 // TestOrderedLookupResumesWithoutRecheckingEarlierPages: an Ordered lookup of an
@@ -586,6 +600,7 @@ func TestOrderedLookupResumesWithoutRecheckingEarlierPages(t *testing.T) {
 		rels = append(rels, fmt.Sprintf("doc:d%04d#viewer@user:u", i))
 	}
 	rels = append(rels, "doc:d0003#banned@user:u")
+	rels = append(rels, bannedElsewhere()...)
 	s, reader := lookupFixture(t, `definition user {}
 definition doc {
 	relation viewer: user
@@ -624,5 +639,129 @@ definition doc {
 	rest, checked := lookup("d1999", docs)
 	if !slices.Equal(rest, all[1999:]) || checked != 500 {
 		t.Errorf("resumed after d1999: %d ids, %d candidates checked; want %d ids, 500 checked", len(rest), checked, docs-1999)
+	}
+}
+
+// TestLookupResourcesStreamsEachOperandOfAUnion: the candidates of (viewer + editor) -
+// banned are each operand's in turn, checked a chunk at a time, so a lookup stopped
+// after its first result has checked one chunk of viewers and read no editor; the
+// whole answer grants each resource once, conditional ones only where no operand
+// grants them.
+func TestLookupResourcesStreamsEachOperandOfAUnion(t *testing.T) {
+	const docs = 2500
+	var rels []string
+	for i := range docs {
+		rels = append(rels, fmt.Sprintf("doc:d%04d#viewer@user:u", i))
+		if i%2 == 0 {
+			rels = append(rels, fmt.Sprintf("doc:d%04d#editor@user:u", i), fmt.Sprintf("doc:e%04d#editor@user:u", i))
+		}
+	}
+	rels = append(rels, "doc:d0003#banned@user:u", "doc:e0004#banned@user:u",
+		"doc:c0#viewer@user:u[only]", "doc:c0#editor@user:u", "doc:c1#viewer@user:u[only]", "doc:c1#editor@user:u[only]")
+	rels = append(rels, bannedElsewhere()...)
+	s, reader := lookupFixture(t, `caveat only(x int) { x == 1 }
+definition user {}
+definition doc {
+	relation viewer: user | user with only
+	relation editor: user | user with only
+	relation banned: user
+	permission view = (viewer + editor) - banned
+}`, rels...)
+	eng := engine.New(engine.Config{})
+	lookup := func(limit int) ([]string, *idCountingReader) {
+		t.Helper()
+		cr := &idCountingReader{Reader: reader, ids: map[string]int{}, queries: map[string]int{}}
+		var got []string
+		errStop := errors.New("enough")
+		err := eng.LookupResources(context.Background(), s, cr, engine.LookupResourcesRequest{
+			ResourceType: "doc", Permission: "view", Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
+		}, func(f engine.FoundResource) error {
+			if len(got) == limit {
+				return errStop
+			}
+			got = append(got, f.ID+" "+f.Result.Membership.String())
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			t.Fatal(err)
+		}
+		return got, cr
+	}
+	first, cr := lookup(1)
+	if len(first) != 1 || cr.ids["banned"] != 1000 || cr.queries["editor"] != 0 {
+		t.Errorf("stopped after %v: checked %d candidates, queried editors %d times; want one chunk checked, no editor read", first, cr.ids["banned"], cr.queries["editor"])
+	}
+	all, _ := lookup(3 * docs)
+	seen := map[string]bool{}
+	for _, r := range all {
+		id, _, _ := strings.Cut(r, " ")
+		if seen[id] {
+			t.Fatalf("%s found twice in %v", id, all)
+		}
+		seen[id] = true
+	}
+	want := docs + docs/2 - 2 + 2 // d0000..d2499 and the even e0000..e2498, less d0003 and e0004, with c0 and c1
+	if len(all) != want || !slices.Contains(all, "c0 HAS_PERMISSION") || !slices.Contains(all, "c1 CONDITIONAL_PERMISSION") || seen["d0003"] || seen["e0004"] {
+		t.Errorf("whole lookup found %d (c0, c1 as %v, %v); want %d, c0 granted and c1 conditional", len(all), seen["c0"], seen["c1"], want)
+	}
+}
+
+// TestLookupResourcesWalksBackASmallExclusion: an exclusion whose subtracted operand
+// reaches few objects from the subject (content whose owner blocked the subject) is
+// decided from those objects, found by walking back, with no forward check of any
+// candidate; one that reaches more than a walk back may read is checked forwards. Both
+// give the same answer, caveats included.
+func TestLookupResourcesWalksBackASmallExclusion(t *testing.T) {
+	const docs = 1500
+	base := []string{"user:o1#blocked@user:u", "user:o2#blocked@user:u[only]", "user:o3#blocked@user:v"}
+	for i := range docs {
+		base = append(base, fmt.Sprintf("doc:d%04d#public@user:*", i), fmt.Sprintf("doc:d%04d#owner@user:o%d", i, i%5))
+	}
+	schemaText := `caveat only(x int) { x == 1 }
+definition user {
+	relation blocked: user | user with only
+}
+definition doc {
+	relation owner: user
+	relation public: user:*
+	permission view = public - owner->blocked
+}`
+	eng := engine.New(engine.Config{})
+	lookup := func(rels []string) ([]string, int) {
+		t.Helper()
+		s, reader := lookupFixture(t, schemaText, rels...)
+		cr := &idCountingReader{Reader: reader, ids: map[string]int{}}
+		var got []string
+		err := eng.LookupResources(context.Background(), s, cr, engine.LookupResourcesRequest{
+			ResourceType: "doc", Permission: "view", Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}},
+		}, func(f engine.FoundResource) error {
+			got = append(got, f.ID+" "+f.Result.Membership.String())
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		return got, cr.ids["owner"]
+	}
+	small, checked := lookup(base)
+	if checked != 0 {
+		t.Errorf("a small exclusion was checked forwards on %d candidates", checked)
+	}
+	// o1 blocked u: d0001, d0006, ... are out; o2 blocked u under a caveat: d0002, ...
+	// are conditional.
+	if len(small) != docs-docs/5 || !slices.Contains(small, "d0000 HAS_PERMISSION") || !slices.Contains(small, "d0002 CONDITIONAL_PERMISSION") || slices.Contains(small, "d0001 HAS_PERMISSION") {
+		t.Errorf("small exclusion: %d results, want %d with d0000 granted, d0002 conditional, no d0001", len(small), docs-docs/5)
+	}
+	many := slices.Clone(base)
+	for i := range 1100 {
+		many = append(many, fmt.Sprintf("user:x%04d#blocked@user:u", i))
+	}
+	large, checked := lookup(many)
+	if checked != docs {
+		t.Errorf("a large exclusion was checked forwards on %d candidates, want %d", checked, docs)
+	}
+	if !slices.Equal(large, small) {
+		t.Errorf("checked forwards, the exclusion gives %d results, walked back %d", len(large), len(small))
 	}
 }

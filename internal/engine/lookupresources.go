@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"iter"
 	"slices"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -41,14 +43,9 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 	if err != nil {
 		return err
 	}
-	l := &reverseLookup{
-		e: e, ev: e.evaluatorFor(s, r, req.Subject, req.Context),
-		sets: newFixpoint[*ir.Relation](func() results { return results{} }, func(known, round results) (results, bool) {
-			return known, mergeOr(known, round)
-		}),
-	}
+	ev := e.evaluatorFor(s, r, req.Subject, req.Context)
+	l := newReverseLookup(e, ev, ev.r)
 	if req.Ordered {
-		l.emit = func(*ir.Relation, results) error { return nil }
 		return l.ordered(ctx, target, req, yield)
 	}
 	emitted := map[string]bool{}
@@ -119,7 +116,8 @@ const lookupChunk = 1000
 // stream evaluates x (the rewrite of the looked-up permission, or a branch of it whose
 // grants are final for it) and passes granted results to emit as they become known:
 // a relation of direct subjects, and an intersection or exclusion, a chunk of objects
-// at a time, in id order; any other branch of a union when it is done. It returns the
+// at a time, in id order (operand by operand of a union it narrows); any other branch
+// of a union when it is done. It returns the
 // conditional results: the granted ones have gone to emit, and keeping them would hold
 // the whole answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
@@ -153,25 +151,38 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 			if err := emit(part); err != nil {
 				return err
 			}
+			for id, o := range part {
+				if o.st == has {
+					delete(acc, id) // conditional from an earlier operand of a union
+				}
+			}
 			mergeOr(acc, conditionalOnly(part))
 			return nil
 		}
-		if r := l.readable(x.Children[0]); r != nil {
-			// The candidates come from one query, in id order, a chunk at a time: the
-			// lookup never holds them all.
-			return acc, l.directChunks(ctx, r, chunk)
+		// The candidates are the first operand's; of a union, each of its operands'
+		// in turn ((a + b) - c is (a - c) + (b - c)), so that the first results leave
+		// after one chunk of the first operand instead of after the whole union.
+		// A candidate an earlier operand granted is granted or not already; one it
+		// found conditional is checked again, since a later operand may grant it.
+		bases := []*ir.Expr{x.Children[0]}
+		var granted map[string]bool
+		if x.Children[0].Kind == ir.Union {
+			bases, granted = x.Children[0].Children, map[string]bool{}
 		}
-		base, err := l.expr(ctx, def, x.Children[0])
-		if err != nil {
-			return nil, err
+		each := func(part results) error {
+			if granted != nil {
+				for id, o := range part {
+					if granted[id] {
+						delete(part, id)
+					} else if o.st == has {
+						granted[id] = true
+					}
+				}
+			}
+			return chunk(part)
 		}
-		ids := make([]string, 0, len(base))
-		for id := range base {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for ids := range slices.Chunk(ids, lookupChunk) {
-			if err := chunk(restrict(base, ids)); err != nil {
+		for _, b := range bases {
+			if err := l.chunks(ctx, def, b, each); err != nil {
 				return nil, err
 			}
 		}
@@ -189,6 +200,31 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 		return nil, err
 	}
 	return conditionalOnly(res), emit(res)
+}
+
+// chunks passes the objects on which the subject may hold x to fn a chunk at a time,
+// in id order.
+func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Expr, fn func(results) error) error {
+	if r := l.readable(x); r != nil {
+		// The objects come from one query, in id order, a chunk at a time: the lookup
+		// never holds them all.
+		return l.directChunks(ctx, r, fn)
+	}
+	res, err := l.expr(ctx, def, x)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(res))
+	for id := range res {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for ids := range slices.Chunk(ids, lookupChunk) {
+		if err := fn(restrict(res, ids)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // conditionalOnly returns the conditional results of res.
@@ -393,8 +429,24 @@ func dependsOn(r, target *ir.Relation) bool {
 type reverseLookup struct {
 	e    *Engine
 	ev   *evaluator
+	r    store.Reader // reads of the walk back: the evaluator's, or a budgeted one
 	sets *fixpoint[*ir.Relation, results]
 	emit func(*ir.Relation, results) error
+	// walkedBack holds, for each narrowing operand met (the subtracted one of an
+	// exclusion, the others of an intersection), the objects on which the subject
+	// holds it, when walking back found them within reverseBudget; nil when it did not.
+	walkedBack map[*ir.Expr]results
+}
+
+func newReverseLookup(e *Engine, ev *evaluator, r store.Reader) *reverseLookup {
+	return &reverseLookup{
+		e: e, ev: ev, r: r,
+		sets: newFixpoint[*ir.Relation](func() results { return results{} }, func(known, round results) (results, bool) {
+			return known, mergeOr(known, round)
+		}),
+		emit:       func(*ir.Relation, results) error { return nil },
+		walkedBack: map[*ir.Expr]results{},
+	}
 }
 
 func (l *reverseLookup) relation(ctx context.Context, r *ir.Relation) (results, error) {
@@ -476,10 +528,25 @@ func (l *reverseLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr
 	return results{}, nil
 }
 
-// narrow checks expression c forwards on the candidates in acc and combines.
+// narrow decides expression c on the candidates in acc and combines: from the objects
+// on which the subject holds c, when walking back from the subject finds them within
+// reverseBudget (an exclusion of the few resources whose owner blocked the subject
+// costs two small reads, where checking it forwards costs reads for every candidate);
+// else by checking c forwards on each candidate.
 func (l *reverseLookup) narrow(ctx context.Context, def *ir.Definition, c *ir.Expr, acc results,
 	op func(a, b outcome) outcome, f func(outcome) outcome,
 ) (results, error) {
+	held, err := l.reached(ctx, def, c)
+	if err != nil {
+		return nil, err
+	}
+	if held != nil {
+		out := make(results, len(acc))
+		for id, o := range acc {
+			out.put(id, op(o, f(held.get(id))))
+		}
+		return out, nil
+	}
 	out, err := l.ev.narrow(ctx, def, c, acc, l.e.maxDepth, op, f)
 	if err != nil {
 		return nil, err
@@ -490,6 +557,117 @@ func (l *reverseLookup) narrow(ctx context.Context, def *ir.Definition, c *ir.Ex
 		}
 	}
 	return out, nil
+}
+
+// reverseBudget bounds the store reads (queries and the relationships they return)
+// that finding a narrowing operand's objects by walking back may take: about what
+// checking one chunk of candidates forwards takes.
+const reverseBudget = lookupChunk
+
+// maxReversibleDepth bounds the relations a narrowing operand may pass through to be
+// walked back: a forward check of a deeper one could exceed the depth limit, which
+// walking back would not report.
+const maxReversibleDepth = 8
+
+// errOverBudget stops a walk back that needs more than reverseBudget reads.
+var errOverBudget = errors.New("walking back takes more reads than checking forwards")
+
+// reached returns the objects of def on which the subject holds c, found by walking
+// back from the subject within reverseBudget reads, or nil when c cannot be walked
+// back (see reversible) or needs more. Each operand is tried once per lookup.
+func (l *reverseLookup) reached(ctx context.Context, def *ir.Definition, c *ir.Expr) (results, error) {
+	if held, ok := l.walkedBack[c]; ok {
+		return held, nil
+	}
+	var held results
+	if reversible(c, map[*ir.Relation]bool{}, 0) {
+		// A lookup of its own, so that a walk given up leaves nothing half-done here.
+		sub := newReverseLookup(l.e, l.ev, &budgetReader{Reader: l.r, left: reverseBudget})
+		res, err := sub.expr(ctx, def, c)
+		switch {
+		case err == nil:
+			held = res
+		case !errors.Is(err, errOverBudget):
+			return nil, err
+		}
+	}
+	l.walkedBack[c] = held
+	return held, nil
+}
+
+// reversible reports whether walking back finds the objects on which the subject holds
+// x exactly, with no forward check and no recursion: x is made of unions, relations
+// (their subject sets included), permissions and arrows (not .all()), each relation met
+// once on the way (path), at most maxReversibleDepth deep.
+func reversible(x *ir.Expr, path map[*ir.Relation]bool, depth int) bool {
+	switch x.Kind {
+	case ir.Nil:
+		return true
+	case ir.Union:
+		for _, c := range x.Children {
+			if !reversible(c, path, depth) {
+				return false
+			}
+		}
+		return true
+	case ir.Ref:
+		return reversibleRelation(x.Rel, path, depth)
+	case ir.Arrow:
+		if x.ArrowKind != ir.ArrowAny {
+			return false
+		}
+		for _, a := range x.TuplesetRel.Allowed {
+			if t := x.TargetOn(a.Def); !a.Wildcard && t != nil && !reversibleRelation(t, path, depth) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func reversibleRelation(r *ir.Relation, path map[*ir.Relation]bool, depth int) bool {
+	if path[r] || depth == maxReversibleDepth {
+		return false
+	}
+	path[r] = true
+	defer delete(path, r)
+	if r.IsPermission() {
+		return reversible(r.Rewrite, path, depth+1)
+	}
+	for _, a := range r.Allowed {
+		if a.Relation != "" && !a.Wildcard && !reversibleRelation(a.Rel, path, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// budgetReader is a reader that fails with errOverBudget once its queries and the
+// relationships they return pass left.
+type budgetReader struct {
+	store.Reader
+	left int
+}
+
+func (b *budgetReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
+	return func(yield func(store.Item, error) bool) {
+		if b.left--; b.left < 0 {
+			yield(store.Item{}, errOverBudget)
+			return
+		}
+		for item, err := range b.Reader.Query(ctx, f, opts) {
+			if err == nil {
+				if b.left--; b.left < 0 {
+					yield(store.Item{}, errOverBudget)
+					return
+				}
+			}
+			if !yield(item, err) {
+				return
+			}
+		}
+	}
 }
 
 // arrowAny finds the objects of def whose tupleset relation points to an object on
@@ -575,7 +753,7 @@ func (l *reverseLookup) directEach(ctx context.Context, r *ir.Relation, fn func(
 		return nil
 	}
 	f := store.Filter{ResourceType: r.Def.Name, Relation: r.Name, Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: ids}}
-	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
+	for item, err := range l.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return err
 		}
@@ -639,7 +817,7 @@ func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, 
 	f := store.Filter{ResourceType: resType, Relation: relation, Subject: &store.SubjectFilter{
 		Type: sf.Type, IDs: ids, Relation: sf.Relation, RelationSet: sf.RelationSet,
 	}}
-	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
+	for item, err := range l.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return err
 		}

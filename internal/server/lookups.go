@@ -15,10 +15,22 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// Lookup paging. The engine yields lookup results in an order that is the same for
-// the same request at the same revision, so a cursor is the revision plus the number of
-// results already returned: the next page re-runs the lookup at that revision and skips
-// them. That costs the skipped work again but never duplicates or loses a result.
+// Lookup paging. A cursor is the revision a lookup runs at plus where the next page
+// starts, in one of two forms:
+//
+//   - after a resource id, for LookupResources pages (a request with a limit, or a
+//     cursor of this form): the engine's ordered lookup yields resources in id order
+//     and checks no candidate at or before the id, so a page costs the walk back from
+//     the subject and the checks of about one page, not those of the pages before it;
+//   - after a number of results, for LookupSubjects and for a LookupResources stream
+//     without a limit (whose results come as they are proven, not in id order): the
+//     engine yields results in an order that is the same for the same request at the
+//     same revision, so the next page re-runs the lookup and skips them. That costs the
+//     skipped work again but never duplicates or loses a result.
+const (
+	countCursor byte = 1 // then the number of results returned, as a uvarint
+	idCursor    byte = 2 // then the last resource id returned
+)
 
 // maxLookupLimit is the largest page a lookup accepts, SpiceDB's default for
 // LookupResources; LookupSubjects' concrete limit, which SpiceDB does not implement,
@@ -49,41 +61,69 @@ func lookupQuery(req proto.Message) proto.Message {
 	return q
 }
 
+// lookupPosition is where a page starts: after the first skip results of the streamed
+// order, or (ordered) after the resource id after.
+type lookupPosition struct {
+	skip    uint64
+	ordered bool
+	after   string
+}
+
 // lookupStart checks a lookup's page size, then opens the reader it runs at, the schema
-// in force there and how many results to skip: the cursor's revision and position when
-// there is a cursor, else the requested consistency.
-func (s *Server) lookupStart(ctx context.Context, limit uint32, c *v1.Consistency, cur *v1.Cursor, query proto.Message) (store.Reader, *ir.Schema, uint64, error) {
+// in force there and where the page starts: the cursor's revision and position when
+// there is a cursor, else the requested consistency and the start.
+func (s *Server) lookupStart(ctx context.Context, limit uint32, c *v1.Consistency, cur *v1.Cursor, query proto.Message) (store.Reader, *ir.Schema, lookupPosition, error) {
+	var pos lookupPosition
 	if err := checkLookupLimit(limit); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, pos, err
 	}
 	var r store.Reader
-	var skip uint64
 	var err error
 	if cur == nil {
 		r, err = s.readerFor(ctx, c)
 	} else {
 		var rc readCursor
 		if rc, err = decodeCursor(cur, query); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, pos, err
 		}
-		var n int
-		if skip, n = binary.Uvarint([]byte(rc.after)); n <= 0 || n != len(rc.after) {
-			return nil, nil, 0, &invalidCursorError{"not a lookup cursor"}
+		if pos, err = decodePosition(string(rc.after)); err != nil {
+			return nil, nil, pos, err
 		}
 		r, err = s.store.Reader(ctx, rc.rev)
 	}
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, pos, err
 	}
 	sch, err := s.schemas.atRevision(ctx, r)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, pos, err
 	}
-	return r, sch, skip, nil
+	return r, sch, pos, nil
 }
 
-func lookupCursor(rev store.Revision, query [8]byte, done uint64) *v1.Cursor {
-	return encodeCursor(readCursor{rev: rev, filter: query, after: store.Cursor(binary.AppendUvarint(nil, done))})
+// decodePosition reads the position of a lookup cursor (see countCursor and idCursor).
+func decodePosition(b string) (lookupPosition, error) {
+	if len(b) >= 2 {
+		switch b[0] {
+		case countCursor:
+			if skip, n := binary.Uvarint([]byte(b[1:])); n > 0 && n == len(b)-1 {
+				return lookupPosition{skip: skip}, nil
+			}
+		case idCursor:
+			return lookupPosition{ordered: true, after: b[1:]}, nil
+		}
+	}
+	return lookupPosition{}, &invalidCursorError{"not a lookup cursor"}
+}
+
+// countPosition and idPosition encode a lookup cursor's position.
+func countPosition(done uint64) string {
+	return string(binary.AppendUvarint([]byte{countCursor}, done))
+}
+func idPosition(id string) string { return string([]byte{idCursor}) + id }
+
+func lookupCursor(rev store.Revision, query [8]byte, pos string) *v1.Cursor {
+	return encodeCursor(readCursor{rev: rev, filter: query, after: store.Cursor(pos)})
 }
 
 func lookupPermissionship(m engine.Membership) v1.LookupPermissionship {
@@ -98,33 +138,42 @@ func lookupPermissionship(m engine.Membership) v1.LookupPermissionship {
 func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, stream v1.PermissionsService_LookupResourcesServer) error {
 	ctx := stream.Context()
 	query := lookupQuery(req)
-	r, sch, skip, err := p.s.lookupStart(ctx, req.GetOptionalLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
+	r, sch, pos, err := p.s.lookupStart(ctx, req.GetOptionalLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
 	if err != nil {
 		return p.s.status(err)
 	}
+	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalLimit())
+	// A page of a paged lookup starts after an id (see idCursor); a stream without a
+	// limit, or one resumed from a cursor of such a stream, goes in proven order.
+	ordered := pos.ordered || limit > 0 && req.GetOptionalCursor() == nil
 	lreq := engine.LookupResourcesRequest{
 		ResourceType: req.GetResourceObjectType(),
 		Permission:   req.GetPermission(),
 		Subject:      relv1.FromSubject(req.GetSubject()),
 		Context:      relv1.FromContext(req.GetContext()),
+		Ordered:      ordered,
+		After:        pos.after,
 	}
-	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalLimit())
 	var seen, sent uint64
 	err = p.s.engine.LookupResources(ctx, sch, r, lreq, func(f engine.FoundResource) error {
 		seen++
-		if seen <= skip {
+		if seen <= pos.skip {
 			return nil
 		}
 		if limit > 0 && sent == limit {
 			return errPageFull
 		}
 		sent++
+		next := countPosition(seen)
+		if ordered {
+			next = idPosition(f.ID)
+		}
 		return stream.Send(&v1.LookupResourcesResponse{
 			LookedUpAt:        at,
 			ResourceObjectId:  f.ID,
 			Permissionship:    lookupPermissionship(f.Result.Membership),
 			PartialCaveatInfo: partialCaveatInfo(f.Result),
-			AfterResultCursor: lookupCursor(r.Revision(), qh, seen),
+			AfterResultCursor: lookupCursor(r.Revision(), qh, next),
 		})
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
@@ -141,7 +190,7 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
 	ctx := stream.Context()
 	query := lookupQuery(req)
-	r, sch, skip, err := p.s.lookupStart(ctx, req.GetOptionalConcreteLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
+	r, sch, pos, err := p.s.lookupStart(ctx, req.GetOptionalConcreteLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
 	if err != nil {
 		return p.s.status(err)
 	}
@@ -158,7 +207,7 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 	err = p.s.engine.LookupSubjects(ctx, sch, r, lreq, func(f engine.FoundSubject) error {
 		seen++
 		wildcard := f.ID == rel.Wildcard
-		if seen <= skip || wildcard && noWildcards {
+		if seen <= pos.skip || wildcard && noWildcards {
 			return nil
 		}
 		if !wildcard {
@@ -167,7 +216,7 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 			}
 			sent++
 		}
-		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, seen)))
+		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, countPosition(seen))))
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
 		return p.s.status(err)

@@ -20,7 +20,7 @@ import (
 )
 
 // pageLimits are the page sizes every lookup is also read with; the pages must add up
-// to exactly the unpaged answer.
+// to exactly the unpaged answer (in id order, for LookupResources).
 var pageLimits = []uint32{1, 2, 7}
 
 // lookupResults is one lookup's answer: ids in stream order with their permissionship
@@ -80,46 +80,60 @@ func subjectGranted(subjects lookupResults, id string) bool {
 	return false
 }
 
+// lookupResourcesPaged returns the unpaged answer to req, once pages of each of
+// pageLimits give the same resources (paged lookups come in id order, an unpaged one
+// in the order results are proven), and so does the rest of the unpaged stream resumed
+// from its first result's cursor.
 func (ts *testServer) lookupResourcesPaged(t *testing.T, req *v1.LookupResourcesRequest) lookupResults {
 	t.Helper()
-	all, _ := ts.lookupResourcesPage(t, req)
+	all, cursors := ts.lookupResourcesPage(t, req)
+	want := slices.Sorted(slices.Values(all))
 	for _, limit := range pageLimits {
 		var paged lookupResults
 		page := proto.Clone(req).(*v1.LookupResourcesRequest)
 		page.OptionalLimit = limit
 		for range 10_000 {
-			got, last := ts.lookupResourcesPage(t, page)
+			got, pageCursors := ts.lookupResourcesPage(t, page)
 			paged = append(paged, got...)
 			if uint32(len(got)) < limit {
 				break
 			}
-			page.OptionalCursor = last
+			page.OptionalCursor = pageCursors[len(pageCursors)-1]
 		}
-		if !slices.Equal(paged, all) {
+		if !slices.IsSorted(paged) || !slices.Equal(paged, want) {
 			t.Errorf("LookupResources %s#%s@%v: pages of %d give %v, unpaged %v", req.ResourceObjectType, req.Permission, req.Subject, limit, paged, all)
+		}
+	}
+	if len(all) > 1 {
+		rest := proto.Clone(req).(*v1.LookupResourcesRequest)
+		rest.OptionalCursor = cursors[0]
+		if got, _ := ts.lookupResourcesPage(t, rest); !slices.Equal(got, all[1:]) {
+			t.Errorf("LookupResources %s#%s@%v resumed after its first result: %v, want %v", req.ResourceObjectType, req.Permission, req.Subject, got, all[1:])
 		}
 	}
 	return all
 }
 
-func (ts *testServer) lookupResourcesPage(t *testing.T, req *v1.LookupResourcesRequest) (lookupResults, *v1.Cursor) {
+// lookupResourcesPage returns the results of one LookupResources call and the cursor
+// after each.
+func (ts *testServer) lookupResourcesPage(t *testing.T, req *v1.LookupResourcesRequest) (lookupResults, []*v1.Cursor) {
 	t.Helper()
 	stream, err := ts.perms.LookupResources(ctxT(t), req)
 	if err != nil {
 		t.Fatalf("LookupResources: %v", err)
 	}
 	var out lookupResults
-	var last *v1.Cursor
+	var cursors []*v1.Cursor
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return out, last
+			return out, cursors
 		}
 		if err != nil {
 			t.Fatalf("LookupResources: %v", err)
 		}
 		out = append(out, resp.ResourceObjectId+" "+permissionshipWord(resp.Permissionship))
-		last = resp.AfterResultCursor
+		cursors = append(cursors, resp.AfterResultCursor)
 	}
 }
 
@@ -196,10 +210,11 @@ func TestLookupCursorKeepsItsRevision(t *testing.T) {
 		Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
 		Subject: sub("user", "ann", ""), OptionalLimit: 1,
 	}
-	first, cursor := ts.lookupResourcesPage(t, req)
+	first, cursors := ts.lookupResourcesPage(t, req)
 	if len(first) != 1 {
 		t.Fatalf("first page %v", first)
 	}
+	cursor := cursors[0]
 	ts.write(t, relationship("doc", "d0", "viewer", "user", "ann", ""))
 	rest := &v1.LookupResourcesRequest{ResourceObjectType: "doc", Permission: "view", Subject: sub("user", "ann", ""), OptionalCursor: cursor}
 	more, _ := ts.lookupResourcesPage(t, rest)
@@ -295,8 +310,8 @@ func TestLookupSubjectsCursorKeepsItsRevision(t *testing.T) {
 		Consistency: fullyConsistent(), ResourceObjectType: "doc", Permission: "view",
 		Subject: sub("user", "b", ""), OptionalLimit: 1,
 	}
-	_, lrCursor := ts.lookupResourcesPage(t, lr)
-	other.OptionalCursor = lrCursor
+	_, lrCursors := ts.lookupResourcesPage(t, lr)
+	other.OptionalCursor = lrCursors[0]
 	wantCode(t, firstErr(ts.perms.LookupSubjects(ctxT(t), other)), codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_CURSOR)
 }
 

@@ -54,8 +54,11 @@ var foundSeeds = []uint64{197, 227, 381}
 // wrongly (a check counts an expired relationship on a subject set, LookupResources
 // leaves out resources its own check calls conditional, LookupSubjects drops a definite
 // subject next to a caveated wildcard), so caveats and expiration are held against the
-// engine's reference evaluator instead. Without them no answer of SpiceDB's here is
-// known to be wrong, and every difference fails the test.
+// engine's reference evaluator instead. Without them one kind of SpiceDB answer is
+// known to be wrong: a LookupResources that its own checks of every resource
+// contradict (seed 14207: a recursive permission through .all() in an exclusion); when
+// latch's lookup is what SpiceDB's checks say, the difference is counted and logged.
+// Every other difference fails the test.
 func TestSpiceDBDifferential(t *testing.T) {
 	spicedb := startSpiceDB(t)
 	ls := start(t, nil)
@@ -80,8 +83,8 @@ func TestSpiceDBDifferential(t *testing.T) {
 			t.Fatalf("stopping after %d disagreeing schemas", d.failed)
 		}
 	}
-	t.Logf("%d schemas compared (%d refused by both, %d accepted by only one), %d answers agreed, %d queries SpiceDB gave up on (depth limit or timeout)",
-		d.cases, d.bothRefused, d.oneRefused, d.agreed, d.spicedbGaveUp)
+	t.Logf("%d schemas compared (%d refused by both, %d accepted by only one), %d answers agreed, %d queries SpiceDB gave up on (depth limit or timeout), %d lookups of SpiceDB's contradicting its own checks",
+		d.cases, d.bothRefused, d.oneRefused, d.agreed, d.spicedbGaveUp, d.spicedbContradicted)
 	if d.cases == 0 {
 		t.Fatal("no schema was compared")
 	}
@@ -107,7 +110,7 @@ type differ struct {
 	// defs are the definitions the last case wrote relationships for.
 	defs []string
 
-	cases, bothRefused, oneRefused, agreed, spicedbGaveUp, failed int
+	cases, bothRefused, oneRefused, agreed, spicedbGaveUp, spicedbContradicted, failed int
 }
 
 // runCase compares one random schema and its data; it reports false on a disagreement.
@@ -140,7 +143,7 @@ func (d *differ) runCase(seed uint64) bool {
 	d.load(rels)
 	for _, q := range queries(g) {
 		a, ok := d.compare(q)
-		if ok {
+		if ok || d.spicedbContradictsItself(q, a) {
 			continue
 		}
 		rels = d.shrink(q, rels)
@@ -238,6 +241,29 @@ func (d *differ) compare(q query) ([]string, bool) {
 	return answers, agree
 }
 
+// spicedbContradictsItself reports whether SpiceDB's answer to a lookup on which the
+// servers differ is contradicted by SpiceDB's own checks of every resource, which give
+// the other servers' answer; such a difference is counted and logged, not failed.
+func (d *differ) spicedbContradictsItself(q query, answers []string) bool {
+	if q.byChecks == nil || d.apis[0].name != "SpiceDB" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, callTimeout)
+	defer cancel()
+	checked, err := q.byChecks(ctx, d.apis[0])
+	if err != nil || checked == answers[0] {
+		return false
+	}
+	for _, a := range answers[1:] {
+		if a != checked {
+			return false
+		}
+	}
+	d.spicedbContradicted++
+	d.t.Logf("%s: SpiceDB answers %s, its own checks %s, as latch does", q, answers[0], checked)
+	return true
+}
+
 // callTimeout bounds one call; both servers answer the generated queries in milliseconds.
 const callTimeout = 5 * time.Second
 
@@ -275,6 +301,8 @@ func (d *differ) shrink(q query, rels []rel.Relationship) []rel.Relationship {
 type query struct {
 	desc string
 	run  func(context.Context, authzAPI) (string, error)
+	// byChecks, for a lookup, builds run's answer from the server's checks.
+	byChecks func(context.Context, authzAPI) (string, error)
 }
 
 func (q query) String() string { return q.desc }
@@ -360,6 +388,24 @@ func lookupResourcesQuery(typ, perm string, s rel.SubjectRef) query {
 				found = append(found, resp.GetResourceObjectId()+conditional(resp.GetPermissionship()))
 			}
 			return setText(found), err
+		},
+		byChecks: func(ctx context.Context, api authzAPI) (string, error) {
+			var found []string
+			for _, id := range enginetest.IDs(typ) {
+				resp, err := api.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+					Consistency: fullyConsistent(), Resource: relv1.Object(rel.ObjectRef{Type: typ, ID: id}), Permission: perm, Subject: relv1.Subject(s),
+				})
+				if err != nil {
+					return "", err
+				}
+				switch resp.GetPermissionship() {
+				case v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION:
+					found = append(found, id)
+				case v1.CheckPermissionResponse_PERMISSIONSHIP_CONDITIONAL_PERMISSION:
+					found = append(found, id+"?")
+				}
+			}
+			return setText(found), nil
 		},
 	}
 }

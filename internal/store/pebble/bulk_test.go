@@ -228,8 +228,9 @@ func dirSize(t testing.TB, dir string) int64 {
 // BenchmarkQuery measures the query shapes the engine sends, over 200,000
 // relationships: a check (one resource and one subject; also three resources, and the
 // one-resource check from parallel goroutines, as the engine sends many at once), an
-// arrow step (100 resources of one relation) and a reverse lookup (the resources of 10
-// subjects).
+// arrow step (100 resources of one relation), a lookup's chunk (1,000 resources in id
+// order, a quarter of those in their key range, of one relation) and a reverse lookup
+// (the resources of 10 subjects).
 func BenchmarkQuery(b *testing.B) {
 	ctx := context.Background()
 	s := openTest(b, Options{GCInterval: -1})
@@ -248,6 +249,16 @@ func BenchmarkQuery(b *testing.B) {
 	for i := range 10 {
 		users = append(users, "user-"+strconv.Itoa(i*7919%100000))
 	}
+	var chunk []string
+	last, distinct := "", 0
+	for _, x := range readAll(b, s, rev, store.Filter{ResourceType: "document", Relation: "viewer"}) {
+		if id := x.Resource.ID; id != last && len(chunk) < 1000 {
+			if last = id; distinct%4 == 0 {
+				chunk = append(chunk, id)
+			}
+			distinct++
+		}
+	}
 	first := readAll(b, s, rev, store.Filter{ResourceType: "document", ResourceIDs: docs[:1]})[0]
 	check := store.Filter{
 		ResourceType: "document", ResourceIDs: docs[:1], Relation: "viewer",
@@ -262,6 +273,7 @@ func BenchmarkQuery(b *testing.B) {
 		{"check", check},
 		{"check3", check3},
 		{"arrow100", store.Filter{ResourceType: "document", ResourceIDs: docs, Relation: "viewer"}},
+		{"chunk1000", store.Filter{ResourceType: "document", ResourceIDs: chunk, Relation: "viewer"}},
 		{"reverse10", store.Filter{ResourceType: "document", Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: users}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
