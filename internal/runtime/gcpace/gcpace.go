@@ -13,8 +13,11 @@ import (
 )
 
 // minGCHeadroom is the least garbage the heap may gather between collections: below
-// it collections become frequent enough to cost real CPU under load.
-const minGCHeadroom = 16 << 20
+// it collections become frequent enough to cost real CPU under load (a memory store
+// answering 28,000 checks/s with 16 MiB collected 25 times a second and served 15%
+// fewer checks than with 48 MiB, which cost 16 MiB more RSS than 32 MiB for a few
+// percent).
+const minGCHeadroom = 32 << 20
 
 // interval is how often Run looks at the live heap.
 const interval = time.Second

@@ -8,11 +8,11 @@ func TestGCPercent(t *testing.T) {
 		live, fixed uint64
 		base, want  int
 	}{
-		{66 * mib, 64 * mib, 100, 24},  // a fixed cache and little else: the floor
+		{66 * mib, 64 * mib, 100, 48},  // a fixed cache and little else: the floor
 		{200 * mib, 64 * mib, 100, 68}, // headroom is 100% of the 136 MiB that changes
 		{200 * mib, 64 * mib, 50, 34},  // GOGC=50: half of it
 		{10 * mib, 0, 100, 100},        // never more than GOGC
-		{64 * mib, 128 * mib, 100, 25}, // a heap smaller than the cache (not yet touched)
+		{64 * mib, 128 * mib, 100, 50}, // a heap smaller than the cache (not yet touched)
 		{0, 64 * mib, 100, 100},        // nothing measured yet
 		{500 * mib, 64 * mib, 0, 0},    // GOGC=0 is kept
 	} {
