@@ -117,9 +117,8 @@ const lookupChunk = 1000
 // grants are final for it) and passes granted results to emit as they become known:
 // a relation of direct subjects, and an intersection or exclusion, a chunk of objects
 // at a time, in id order (operand by operand of a union it narrows); any other branch
-// of a union when it is done. It returns the
-// conditional results: the granted ones have gone to emit, and keeping them would hold
-// the whole answer in memory.
+// of a union when it is done. It returns the conditional results: the granted ones have
+// gone to emit, and keeping them would hold the whole answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
 	switch x.Kind {
 	case ir.Union:
