@@ -99,8 +99,8 @@ func newImportCommand(env Env) *cobra.Command {
 		Use:   "import FILE",
 		Short: "Create every relationship in a file, in one transaction",
 		Long: `Create every relationship in FILE ("-" for standard input) through
-ImportBulkRelationships: all of them in one transaction, so if any already exists or
-is invalid nothing is written. One relationship a line, in the syntax of
+ImportBulkRelationships: all of them in one transaction, so if any already exists, is
+given twice or is invalid nothing is written. One relationship a line, in the syntax of
 "latch relationship create" (blank lines and // comments are skipped), or with
 --format jsonl (the default for .jsonl files) the JSON form of authzed.api.v1.Relationship,
 as "latch export --format jsonl" writes it. Progress goes to standard error.`,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"iter"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 
@@ -30,49 +29,13 @@ func (p *permissionsService) ImportBulkRelationships(stream v1.PermissionsServic
 }
 
 // importRelationships drains next (until io.EOF) and creates everything it returned
-// as one revision. Stores with a bulk path load the stream as it arrives, validated
-// against the newest schema, so an import is not held in memory; others get one write,
-// validated against the schema inside the write's transaction.
+// as one revision: the store's bulk load takes the stream as it arrives, each
+// relationship checked against the newest schema, so an import is not held in memory.
+// A bulk load takes no validator, so a schema write landing meanwhile could admit
+// relationships the new schema no longer allows: a narrow window that Write's
+// in-transaction validation does not have, accepted for a load that is several times
+// faster and needs no memory for the whole import.
 func (s *Server) importRelationships(ctx context.Context, next func() ([]*v1.Relationship, error)) (uint64, error) {
-	if bl, ok := s.store.(bulkLoader); ok {
-		return s.bulkLoad(ctx, bl, next)
-	}
-	var wire []*v1.RelationshipUpdate
-	for {
-		batch, err := next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range batch {
-			wire = append(wire, &v1.RelationshipUpdate{Operation: v1.RelationshipUpdate_OPERATION_CREATE, Relationship: r})
-		}
-	}
-	updates, err := s.updatesFromV1(wire)
-	if err != nil || len(updates) == 0 {
-		return 0, err
-	}
-	if _, err := s.store.Write(ctx, nil, updates, s.writeValidator(nil, updates)); err != nil {
-		return 0, err
-	}
-	return uint64(len(updates)), nil
-}
-
-// bulkLoader is implemented by stores with a bulk path (pebble ingests sorted tables,
-// PostgreSQL uses COPY) that creates everything as one revision and fails whole if a
-// relationship already exists or comes twice.
-type bulkLoader interface {
-	BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (store.Revision, error)
-}
-
-// bulkLoad streams the import into the store's bulk load, checking each relationship
-// against the newest schema. A bulk load takes no validator, so a schema write landing
-// meanwhile could admit relationships the new schema no longer allows: a narrow window
-// that Write's in-transaction validation does not have, accepted for a load that is
-// several times faster and needs no memory for the whole import.
-func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, next func() ([]*v1.Relationship, error)) (uint64, error) {
 	_, sch, err := s.readerAndSchema(ctx, headConsistency)
 	if err != nil {
 		return 0, err
@@ -80,7 +43,7 @@ func (s *Server) bulkLoad(ctx context.Context, bl bulkLoader, next func() ([]*v1
 	next, stop := prefetch(next)
 	defer stop()
 	var n uint64
-	_, err = bl.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
+	_, err = s.store.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
 		for {
 			batch, err := next()
 			if errors.Is(err, io.EOF) {

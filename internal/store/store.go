@@ -151,6 +151,11 @@ type Store interface {
 	DeleteByFilter(ctx context.Context, preconditions []Precondition, f Filter, limit int, partial bool) (rev Revision, deleted int, more bool, err error)
 	// WriteSchema stores schema text after validate accepts the current state.
 	WriteSchema(ctx context.Context, text string, validate Validator) (Revision, error)
+	// BulkLoad creates every relationship rels yields as one new revision, taking them
+	// as they come rather than holding them all (ImportBulkRelationships). It fails
+	// whole, writing nothing, when one already exists or comes twice, when one is
+	// invalid, when rels yields an error or when ctx ends.
+	BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (Revision, error)
 	// Counters keeps the registrations of relationship counters.
 	Counters
 	// Close releases the store's resources.

@@ -15,8 +15,8 @@ const bulkBatch = 4096
 
 // BulkLoad creates every relationship rels yields as one new revision (the
 // ImportBulkRelationships path). It fails whole, leaving no trace, when a relationship
-// already exists (expired or not), comes twice or is invalid, when rels yields an
-// error, or when ctx ends.
+// already exists (expired or not) or comes twice (both AlreadyExistsError), when one is
+// invalid, when rels yields an error, or when ctx ends.
 //
 // Unlike Write it never holds the whole input: relationships go into the indexes a
 // batch at a time as they arrive, created at the revision the load will commit, which
@@ -72,7 +72,8 @@ func (l *bulkLoad) run(ctx context.Context, rels iter.Seq2[rel.Relationship, err
 }
 
 // flush inserts the batch at the revision after the head. A relationship whose key
-// has a live version already fails the load: one this load inserted is a duplicate.
+// has a live version already fails the load, whether that version is older or this
+// load's (a relationship given twice exists the second time, as in SpiceDB's imports).
 func (l *bulkLoad) flush(ctx context.Context) error {
 	if len(l.batch) == 0 {
 		return nil
@@ -91,9 +92,6 @@ func (l *bulkLoad) flush(ctx context.Context) error {
 		idx := s.insertLocked(r, rev)
 		l.loaded = append(l.loaded, idx)
 		if older := s.recs.at(idx).older; older != 0 && s.recs.at(older).deleted == liveOff {
-			if s.absLocked(s.recs.at(older).created) == rev {
-				return &store.DuplicateUpdateError{Relationship: r}
-			}
 			return &store.AlreadyExistsError{Relationship: r}
 		}
 	}

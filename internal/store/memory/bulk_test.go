@@ -129,7 +129,6 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 	}
 
 	var exists *store.AlreadyExistsError
-	var dup *store.DuplicateUpdateError
 	var invalid *store.InvalidUpdateError
 	for _, tc := range []struct {
 		name   string
@@ -139,8 +138,8 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 	}{
 		{"existing", ctx, seqOf(append(many[:50:50], existing), nil), &exists},
 		{"existing expired", ctx, seqOf(append(many[:50:50], expired), nil), &exists},
-		{"duplicate in one batch", ctx, seqOf(append(many[:5:5], many[3]), nil), &dup},
-		{"duplicate across batches", ctx, seqOf(append(slices.Clone(many), many[3]), nil), &dup},
+		{"duplicate in one batch", ctx, seqOf(append(many[:5:5], many[3]), nil), &exists},
+		{"duplicate across batches", ctx, seqOf(append(slices.Clone(many), many[3]), nil), &exists},
 		{"invalid", ctx, seqOf(append(slices.Clone(many), nameless), nil), &invalid},
 		{"source error", ctx, seqOf(many, errSource), errSource},
 		{"canceled", canceled, cancelMidway, context.Canceled},

@@ -181,7 +181,7 @@ func (l *bulkLoad) flush(ctx context.Context) error {
 	slices.SortFunc(l.items, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 	for i := 1; i < len(l.items); i++ {
 		if bytes.Equal(l.items[i].k, l.items[i-1].k) {
-			return &store.DuplicateUpdateError{Relationship: relationshipAt(l.items[i].k)}
+			return &store.AlreadyExistsError{Relationship: relationshipAt(l.items[i].k)}
 		}
 	}
 	if err := l.checkExisting(); err != nil {
@@ -308,7 +308,7 @@ func (l *bulkLoad) checkExisting() error {
 			continue
 		}
 		if versionOf(it.Key()) == l.rev {
-			return &store.DuplicateUpdateError{Relationship: relationshipAt(x.k)}
+			return &store.AlreadyExistsError{Relationship: relationshipAt(x.k)}
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {

@@ -62,7 +62,6 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 	errSource := errors.New("source failed")
 
 	var exists *store.AlreadyExistsError
-	var dup *store.DuplicateUpdateError
 	var invalid *store.InvalidUpdateError
 	for _, c := range []struct {
 		name   string
@@ -71,8 +70,8 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 	}{
 		{"existing", seqOf(append(many[:50:50], existing)), &exists},
 		{"existing expired", seqOf(append(many[:50:50], expired)), &exists},
-		{"duplicate in one chunk", seqOf(append(many[:5:5], many[3])), &dup},
-		{"duplicate across chunks", seqOf(append(many[:50:50], many[3])), &dup},
+		{"duplicate in one chunk", seqOf(append(many[:5:5], many[3])), &exists},
+		{"duplicate across chunks", seqOf(append(many[:50:50], many[3])), &exists},
 		{"invalid", seqOf(append(many[:50:50], nameless)), &invalid},
 		{"source error", failAfter(many[:50], errSource), errSource},
 	} {

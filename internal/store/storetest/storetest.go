@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite every store backend runs: write semantics
 // (create, touch, delete, preconditions, validation, atomicity), MVCC reads at old
 // revisions, every filter field, key order and cursor paging, expiration, caveats,
-// filtered deletes, the stored schema, relationship counter registrations, concurrency
+// filtered deletes, bulk loads, the stored schema, relationship counter registrations, concurrency
 // and cancellation, a randomized comparison against a trivially correct model, and, for
 // stores that implement store.Watcher, the change stream. A backend's test calls Run
 // with a constructor of fresh, empty stores.
@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Expiration", testExpiration},
 		{"Caveats", testCaveats},
 		{"DeleteByFilter", testDeleteByFilter},
+		{"BulkLoad", testBulkLoad},
 		{"Schema", testSchema},
 		{"Counters", testCounters},
 		{"Concurrency", testConcurrency},
