@@ -11,6 +11,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/storetest"
 )
 
 // bulkRels returns n relationships over a few hundred documents and users, spanning
@@ -21,20 +22,6 @@ func bulkRels(n int) []rel.Relationship {
 		out[i] = relationship("document", fmt.Sprint("d", i/7), []string{"viewer", "editor"}[i%2], "user", fmt.Sprint("u", i%7, "-", i/700), "")
 	}
 	return out
-}
-
-// seqOf yields rels, then err if it is not nil.
-func seqOf(rels []rel.Relationship, err error) iter.Seq2[rel.Relationship, error] {
-	return func(yield func(rel.Relationship, error) bool) {
-		for _, r := range rels {
-			if !yield(r, nil) {
-				return
-			}
-		}
-		if err != nil {
-			yield(rel.Relationship{}, err)
-		}
-	}
 }
 
 func TestBulkLoad(t *testing.T) {
@@ -136,12 +123,12 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 		rels   iter.Seq2[rel.Relationship, error]
 		target any
 	}{
-		{"existing", ctx, seqOf(append(many[:50:50], existing), nil), &exists},
-		{"existing expired", ctx, seqOf(append(many[:50:50], expired), nil), &exists},
-		{"duplicate in one batch", ctx, seqOf(append(many[:5:5], many[3]), nil), &exists},
-		{"duplicate across batches", ctx, seqOf(append(slices.Clone(many), many[3]), nil), &exists},
-		{"invalid", ctx, seqOf(append(slices.Clone(many), nameless), nil), &invalid},
-		{"source error", ctx, seqOf(many, errSource), errSource},
+		{"existing", ctx, storetest.RelSeq(append(many[:50:50], existing), nil), &exists},
+		{"existing expired", ctx, storetest.RelSeq(append(many[:50:50], expired), nil), &exists},
+		{"duplicate in one batch", ctx, storetest.RelSeq(append(many[:5:5], many[3]), nil), &exists},
+		{"duplicate across batches", ctx, storetest.RelSeq(append(slices.Clone(many), many[3]), nil), &exists},
+		{"invalid", ctx, storetest.RelSeq(append(slices.Clone(many), nameless), nil), &invalid},
+		{"source error", ctx, storetest.RelSeq(many, errSource), errSource},
 		{"canceled", canceled, cancelMidway, context.Canceled},
 	} {
 		_, err := s.BulkLoad(tc.ctx, tc.rels)
@@ -157,7 +144,7 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 		checkInvariants(t, s)
 	}
 	// The store still works, and the load can be done once its input is right.
-	rev, err := s.BulkLoad(ctx, seqOf(many, nil))
+	rev, err := s.BulkLoad(ctx, storetest.RelSeq(many, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

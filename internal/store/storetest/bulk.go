@@ -24,7 +24,7 @@ func testBulkLoad(h *harness) {
 	special := h.rel("document:zz#viewer@user:carol")
 	special.Caveat = &rel.Caveat{Name: "c", Context: map[string]any{"x": "y"}}
 	special.Expiration = &future
-	rev, err := h.s.BulkLoad(h.ctx, relSeq(append(slices.Clone(many), special), nil))
+	rev, err := h.s.BulkLoad(h.ctx, RelSeq(append(slices.Clone(many), special), nil))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ func testBulkLoad(h *harness) {
 		rels   iter.Seq2[rel.Relationship, error]
 		target any
 	}{
-		{"existing", relSeq(append(slices.Clone(fresh), many[10]), nil), &exists},
-		{"existing expired", relSeq(append(slices.Clone(fresh), expired), nil), &exists},
-		{"duplicate", relSeq(append(slices.Clone(fresh), fresh[0]), nil), &exists},
-		{"invalid", relSeq(append(slices.Clone(fresh), nameless), nil), &invalid},
-		{"source error", relSeq(fresh, errSource), errSource},
+		{"existing", RelSeq(append(slices.Clone(fresh), many[10]), nil), &exists},
+		{"existing expired", RelSeq(append(slices.Clone(fresh), expired), nil), &exists},
+		{"duplicate", RelSeq(append(slices.Clone(fresh), fresh[0]), nil), &exists},
+		{"invalid", RelSeq(append(slices.Clone(fresh), nameless), nil), &invalid},
+		{"source error", RelSeq(fresh, errSource), errSource},
 	} {
 		_, err := h.s.BulkLoad(h.ctx, tc.rels)
 		if e, ok := tc.target.(error); ok && !errors.Is(err, e) || !ok && !errors.As(err, tc.target) {
@@ -73,13 +73,13 @@ func testBulkLoad(h *harness) {
 			h.t.Fatalf("%s: failed bulk load changed the data: %d relationships, were %d", tc.name, len(after), len(before))
 		}
 	}
-	if _, err := h.s.BulkLoad(h.ctx, relSeq(fresh, nil)); err != nil {
+	if _, err := h.s.BulkLoad(h.ctx, RelSeq(fresh, nil)); err != nil {
 		h.t.Fatalf("bulk load after failed ones: %v", err)
 	}
 }
 
-// relSeq yields rels, then err if it is not nil.
-func relSeq(rels []rel.Relationship, err error) iter.Seq2[rel.Relationship, error] {
+// RelSeq yields rels, then err if it is not nil: a bulk load's source, for tests.
+func RelSeq(rels []rel.Relationship, err error) iter.Seq2[rel.Relationship, error] {
 	return func(yield func(rel.Relationship, error) bool) {
 		for _, r := range rels {
 			if !yield(r, nil) {
