@@ -114,11 +114,12 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 const lookupChunk = 1000
 
 // stream evaluates x (the rewrite of the looked-up permission, or a branch of it whose
-// grants are final for it) and passes granted results to emit as they become known:
-// a relation of direct subjects, and an intersection or exclusion, a chunk of objects
-// at a time, in id order (operand by operand of a union it narrows); any other branch
-// of a union when it is done. It returns the conditional results: the granted ones have
-// gone to emit, and keeping them would hold the whole answer in memory.
+// grants are final for it) and passes granted results to emit a chunk of objects at a
+// time, in id order: as they are read for a relation of direct subjects, as they are
+// checked for an intersection or exclusion (operand by operand of a union it narrows),
+// and once all are known for any other branch of a union. It returns the conditional
+// results: the granted ones have gone to emit, and keeping them would hold the whole
+// answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
 	switch x.Kind {
 	case ir.Union:
@@ -187,18 +188,11 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 		}
 		return acc, nil
 	}
-	if r := l.readable(x); r != nil {
-		acc := results{}
-		return acc, l.directChunks(ctx, r, func(part results) error {
-			mergeOr(acc, conditionalOnly(part))
-			return emit(part)
-		})
-	}
-	res, err := l.expr(ctx, def, x)
-	if err != nil {
-		return nil, err
-	}
-	return conditionalOnly(res), emit(res)
+	acc := results{}
+	return acc, l.chunks(ctx, def, x, func(part results) error {
+		mergeOr(acc, conditionalOnly(part))
+		return emit(part)
+	})
 }
 
 // chunks passes the objects on which the subject may hold x to fn a chunk at a time,

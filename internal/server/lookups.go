@@ -62,11 +62,11 @@ func lookupQuery(req proto.Message) proto.Message {
 }
 
 // lookupPosition is where a page starts: after the first skip results of the streamed
-// order, or (ordered) after the resource id after.
+// order, or, when after is set (an id is never empty), after that resource id of the
+// ordered one.
 type lookupPosition struct {
-	skip    uint64
-	ordered bool
-	after   string
+	skip  uint64
+	after string
 }
 
 // lookupStart checks a lookup's page size, then opens the reader it runs at, the schema
@@ -110,7 +110,7 @@ func decodePosition(b string) (lookupPosition, error) {
 				return lookupPosition{skip: skip}, nil
 			}
 		case idCursor:
-			return lookupPosition{ordered: true, after: b[1:]}, nil
+			return lookupPosition{after: b[1:]}, nil
 		}
 	}
 	return lookupPosition{}, &invalidCursorError{"not a lookup cursor"}
@@ -145,7 +145,7 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalLimit())
 	// A page of a paged lookup starts after an id (see idCursor); a stream without a
 	// limit, or one resumed from a cursor of such a stream, goes in proven order.
-	ordered := pos.ordered || limit > 0 && req.GetOptionalCursor() == nil
+	ordered := pos.after != "" || limit > 0 && req.GetOptionalCursor() == nil
 	lreq := engine.LookupResourcesRequest{
 		ResourceType: req.GetResourceObjectType(),
 		Permission:   req.GetPermission(),

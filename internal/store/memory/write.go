@@ -117,13 +117,13 @@ func (s *Store) checkRoomLocked(n int, rels iter.Seq[rel.Relationship]) error {
 	}
 	fresh := map[string]bool{}
 	for r := range rels {
-		for _, n := range [...]string{r.Resource.Type, r.Relation, r.Subject.Object.Type, r.Subject.Relation} {
-			if sy, ok := s.in.lookup(n); ok {
+		for _, name := range [...]string{r.Resource.Type, r.Relation, r.Subject.Object.Type, r.Subject.Relation} {
+			if sy, ok := s.in.lookup(name); ok {
 				if _, ok := s.recs.slotOf[sy]; ok {
 					continue
 				}
 			}
-			fresh[n] = true
+			fresh[name] = true
 		}
 	}
 	if len(fresh) > left {

@@ -307,9 +307,6 @@ func (l *bulkLoad) checkExisting() error {
 		if !it.SeekPrefixGE(x.k) {
 			continue
 		}
-		if versionOf(it.Key()) == l.rev {
-			return &store.AlreadyExistsError{Relationship: relationshipAt(x.k)}
-		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return err
