@@ -53,8 +53,8 @@ definition document {
 		permission string
 		budget     float64
 	}{
-		{"viewer", 25},
-		{"view", 29},
+		{"viewer", 15},
+		{"view", 15},
 	} {
 		req := engine.CheckRequest{
 			Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Permission: tc.permission,

@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
-	"time"
+	"slices"
 
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
@@ -19,42 +19,52 @@ func (ev *evaluator) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, 
 	if err := ev.hops(ctx, def, x.Tupleset, ids); err != nil {
 		return nil, err
 	}
-	byType := map[string][]edge{}
-	var types []string
-	for _, id := range ids {
-		for _, h := range ev.tuplesets[tuplesetKey{def, x.Tupleset, id}] {
-			ev.tr.read(h.expires)
-			if _, ok := byType[h.typ]; !ok {
-				types = append(types, h.typ)
-			}
-			byType[h.typ] = append(byType[h.typ], h.edge)
+	var all []edge
+	if len(ids) == 1 {
+		all = ev.tuplesets[tuplesetKey{def, x.Tupleset, ids[0]}]
+	} else {
+		for _, id := range ids {
+			all = append(all, ev.tuplesets[tuplesetKey{def, x.Tupleset, id}]...)
 		}
 	}
 	out := results{}
-	if x.ArrowKind == ir.ArrowAll {
-		// Every tupleset subject must grant: start each resource that has one at has,
-		// then AND in every edge; a resource without edges stays no.
-		for _, t := range types {
-			for _, e := range byType[t] {
-				out.put(e.resource, outHas)
-			}
+	for _, e := range all {
+		ev.tr.read(e.expires)
+		if x.ArrowKind == ir.ArrowAll {
+			// Every tupleset subject must grant: start each resource that has one at
+			// has, then AND in every edge; a resource without edges stays no.
+			out.put(e.resource, outHas)
 		}
 	}
 	op := or
 	if x.ArrowKind == ir.ArrowAll {
 		op = and
 	}
-	for _, t := range types {
+	// One batch per subject type, in the order the types first appear.
+	for len(all) > 0 {
+		t := all[0].typ
+		batch, rest := all, []edge(nil)
+		if slices.ContainsFunc(all, func(e edge) bool { return e.typ != t }) {
+			batch = nil
+			for _, e := range all {
+				if e.typ == t {
+					batch = append(batch, e)
+				} else {
+					rest = append(rest, e)
+				}
+			}
+		}
+		all = rest
 		target := x.TargetOn(ev.s.Definition(t))
 		if target == nil {
 			if x.ArrowKind == ir.ArrowAll {
-				for _, e := range byType[t] {
+				for _, e := range batch {
 					out.put(e.resource, outNo)
 				}
 			}
 			continue
 		}
-		if err := ev.follow(ctx, target, byType[t], depth, out, op); err != nil {
+		if err := ev.follow(ctx, target, batch, depth, out, op); err != nil {
 			return nil, err
 		}
 	}
@@ -69,20 +79,12 @@ type tuplesetKey struct {
 	id       string
 }
 
-// hop is one tupleset relationship: its edge, the type of the object it points to and
-// when it expires (nil: never).
-type hop struct {
-	edge
-	typ     string
-	expires *time.Time
-}
-
 // hops reads the relationships of relation on each of ids that the request has not
 // read yet, into ev.tuplesets. Arrows over one tupleset (`owner->view + owner->edit`,
 // or the same arrow in both halves of an exclusion) read it once per request.
 func (ev *evaluator) hops(ctx context.Context, def *ir.Definition, relation string, ids []string) error {
 	if ev.tuplesets == nil {
-		ev.tuplesets = map[tuplesetKey][]hop{}
+		ev.tuplesets = map[tuplesetKey][]edge{}
 	}
 	var unread []string
 	for _, id := range ids {
@@ -106,11 +108,7 @@ func (ev *evaluator) hops(ctx context.Context, def *ir.Definition, relation stri
 		}
 		r := &item.Relationship
 		k := tuplesetKey{def, relation, r.Resource.ID}
-		ev.tuplesets[k] = append(ev.tuplesets[k], hop{
-			edge:    edge{resource: r.Resource.ID, target: r.Subject.Object.ID, caveat: r.Caveat},
-			typ:     r.Subject.Object.Type,
-			expires: r.Expiration,
-		})
+		ev.tuplesets[k] = append(ev.tuplesets[k], edgeOf(r))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/bench/dataset"
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -77,11 +78,21 @@ func loadSocial(b *testing.B) socialFixture {
 
 // BenchmarkCheckSocial measures one in-process check of the social workload's request
 // mix against the memory store: go test ./internal/engine -bench CheckSocial -benchmem
+//
+// uncached draws 4,096 checks and repeats them; cached has the server's default 64 MiB
+// cache and draws 2^18 checks, so that its hits are those of the mix (the social
+// workload's subjects are Zipf-skewed), not of a few checks repeated.
 func BenchmarkCheckSocial(b *testing.B) {
+	b.Run("uncached", func(b *testing.B) { benchmarkCheckSocial(b, engine.New(engine.Config{}), 1<<12) })
+	b.Run("cached", func(b *testing.B) {
+		benchmarkCheckSocial(b, engine.New(engine.Config{Cache: cache.New(64 << 20)}), 1<<18)
+	})
+}
+
+func benchmarkCheckSocial(b *testing.B, eng *engine.Engine, checks int) {
 	f := loadSocial(b)
-	eng := engine.New(engine.Config{})
 	draw := dataset.NewSocialChecks(*socialUsers, 2)
-	items := make([]engine.CheckRequest, 4096)
+	items := make([]engine.CheckRequest, checks)
 	for i := range items {
 		c := draw.Next()
 		items[i] = engine.CheckRequest{Resource: c.Resource, Permission: c.Permission, Subject: c.Subject}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"maps"
+	"slices"
+	"time"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -10,11 +12,14 @@ import (
 )
 
 // edge is a stored relationship reduced to what evaluation needs: the resource it
-// starts from, the object it points to, and its caveat.
+// starts from, the object it points to (of type typ), its caveat and when it expires
+// (nil: never).
 type edge struct {
 	resource string
 	target   string
+	typ      string
 	caveat   *rel.Caveat
+	expires  *time.Time
 }
 
 // direct answers relation r (not a permission) over ids: relationships naming the
@@ -25,21 +30,24 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 	if err := ev.directMatches(ctx, r, ids, out); err != nil {
 		return nil, err
 	}
-	pending := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if out.get(id).st != has {
-			pending = append(pending, id)
-		}
-	}
-	if len(pending) == 0 {
-		return out, nil
-	}
-	seen := map[[2]string]bool{}
-	for _, a := range r.Allowed {
-		if a.Relation == "" || a.Wildcard || seen[[2]string{a.Type, a.Relation}] {
+	var pending []string
+	for i, a := range r.Allowed {
+		if a.Relation == "" || a.Wildcard || slices.ContainsFunc(r.Allowed[:i], func(b ir.AllowedSubject) bool {
+			return !b.Wildcard && b.Type == a.Type && b.Relation == a.Relation
+		}) {
 			continue
 		}
-		seen[[2]string{a.Type, a.Relation}] = true
+		if pending == nil {
+			pending = make([]string, 0, len(ids))
+			for _, id := range ids {
+				if out.get(id).st != has {
+					pending = append(pending, id)
+				}
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
 		f := store.Filter{
 			ResourceType: r.Def.Name, ResourceIDs: pending, Relation: r.Name,
 			Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true},
@@ -60,7 +68,7 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 // of its type, and ORs their caveat outcomes into out.
 func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []string, out results) error {
 	subj := ev.subject
-	var subjIDs []string
+	subjIDs := ev.scratch.subjIDs[:0]
 	for _, a := range r.Allowed {
 		if a.Type != subj.Object.Type {
 			continue
@@ -74,10 +82,9 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 	if len(subjIDs) == 0 {
 		return nil
 	}
-	f := store.Filter{
-		ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name,
-		Subject: &store.SubjectFilter{Type: subj.Object.Type, IDs: subjIDs},
-	}
+	sf := &ev.scratch.subject
+	*sf = store.SubjectFilter{Type: subj.Object.Type, IDs: subjIDs}
+	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name, Subject: sf}
 	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return err
@@ -137,9 +144,13 @@ func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) 
 		}
 		ev.tr.read(item.Relationship.Expiration)
 		r := item.Relationship
-		out = append(out, edge{resource: r.Resource.ID, target: r.Subject.Object.ID, caveat: r.Caveat})
+		out = append(out, edgeOf(&r))
 	}
 	return out, nil
+}
+
+func edgeOf(r *rel.Relationship) edge {
+	return edge{resource: r.Resource.ID, target: r.Subject.Object.ID, typ: r.Subject.Object.Type, caveat: r.Caveat, expires: r.Expiration}
 }
 
 // caveat evaluates a relationship's caveat with the request context, the

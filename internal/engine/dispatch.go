@@ -137,9 +137,13 @@ func (ev *evaluator) dispatchRemote(ctx context.Context, n Node, r *ir.Relation,
 		Revision: ev.r.Revision(), ResourceType: r.Def.Name, Relation: r.Name, ResourceIDs: ids,
 		Subject: ev.subject, Context: ev.ctxJSON, Depth: depth,
 	}
+	// The local answer reads ev's request as it is now: a hedged one may still run
+	// after ev's request is over and ev serves another.
+	s, rd, subject, reqCtx, sh, routing, ctxJSON := ev.s, ev.r, ev.subject, ev.reqCtx, ev.shared, ev.routing, ev.ctxJSON
 	local := func(ctx context.Context) (*Answers, error) {
-		sub := newEvaluator(ev.s, ev.r, ev.subject, ev.reqCtx, ev.shared)
-		sub.routing, sub.ctxJSON = ev.routing, ev.ctxJSON
+		sub := newEvaluator(s, rd, subject, reqCtx, sh)
+		defer sub.release()
+		sub.routing, sub.ctxJSON = routing, ctxJSON
 		return sub.answer(ctx, r, ids, depth)
 	}
 	a, err := n.Dispatch(ctx, sp, local)
@@ -200,6 +204,7 @@ func (e *Engine) AnswerDispatched(ctx context.Context, s *ir.Schema, r store.Rea
 	var st Stats
 	ctx = WithStats(ctx, &st)
 	ev := e.evaluatorFor(s, r, sp.Subject, reqCtx)
+	defer ev.release()
 	a, err := ev.answer(ctx, relation, sp.ResourceIDs, sp.Depth)
 	if err != nil {
 		return nil, err

@@ -96,6 +96,7 @@ func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req Ch
 			// among identical dispatches: asking this node's cache first would miss
 			// for every check another node owns.
 			ev := e.evaluatorWith(s, r, req.Subject, req.Context, ctxJSON)
+			defer ev.release()
 			relation := s.Definition(req.Resource.Type).Relation(req.Permission)
 			res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
 			if err != nil {
@@ -166,6 +167,7 @@ func (e *Engine) checkBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 				out[i].Trace = itemTrace(reqs[i], relation, o, ev.tr.result(), time.Since(start))
 			}
 		}
+		ev.release()
 	}
 	return out
 }

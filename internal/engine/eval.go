@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
+	"slices"
+	"sync"
 
 	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/rel"
@@ -36,19 +38,48 @@ type evaluator struct {
 	routing *routing
 	ctxJSON []byte
 
+	// scratch is storage for one store query at a time (directMatches' filter), so
+	// that the hottest read of a check does not allocate it.
+	scratch struct {
+		subjIDs [2]string
+		subject store.SubjectFilter
+	}
+
 	memo map[memoKey]outcome
 	// tuplesets holds the relationships arrows read, by resource (hops).
-	tuplesets map[tuplesetKey][]hop
+	tuplesets map[tuplesetKey][]edge
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
 	// depth at which it did; it fails again at that depth or less.
 	errDepth map[memoKey]int
 }
 
+// newEvaluator returns an evaluator for one subject and caveat context, from the pool
+// of released ones when it has one.
 func newEvaluator(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, sh shared) *evaluator {
-	return &evaluator{
-		s: s, r: r, subject: subject, reqCtx: reqCtx, shared: sh,
-		memo: map[memoKey]outcome{}, errDepth: map[memoKey]int{},
+	ev := evaluators.Get().(*evaluator)
+	ev.s, ev.r, ev.subject, ev.reqCtx, ev.shared = s, r, subject, reqCtx, sh
+	return ev
+}
+
+// evaluators holds released evaluators with their (emptied) maps: a check that misses
+// the cache would otherwise allocate an evaluator and its memo each time.
+var evaluators = sync.Pool{New: func() any {
+	return &evaluator{memo: map[memoKey]outcome{}, errDepth: map[memoKey]int{}}
+}}
+
+// keptMemo bounds the subproblems an evaluator may have remembered and still go back
+// to the pool: a map keeps its size when cleared.
+const keptMemo = 256
+
+// release returns ev to the pool. The caller must be done with it, and so must every
+// goroutine it started (resolve waits for its dispatches).
+func (ev *evaluator) release() {
+	if len(ev.memo) > keptMemo || len(ev.tuplesets) > keptMemo || len(ev.errDepth) > keptMemo {
+		return
 	}
+	ev.forget()
+	*ev = evaluator{memo: ev.memo, errDepth: ev.errDepth, tuplesets: ev.tuplesets}
+	evaluators.Put(ev)
 }
 
 // routing is a request's view of the cluster: the dispatcher, the routing hashes of
@@ -84,31 +115,49 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 		return nil, err
 	}
 	route = route && ev.routing != nil && depth > ev.routing.floor && routed(r, ids)
-	out := make(results, len(ids))
-	todo := make([]string, 0, len(ids))
+	// out holds the answers known without evaluating here, made at the first; todo is
+	// a prefix of ids until some id is answered otherwise (the usual case: all of them).
+	var out results
+	todo, prefix := ids[:0], true
+	skip := func() {
+		if prefix {
+			todo, prefix = slices.Clone(todo), false
+		}
+	}
+	answer := func(id string, o outcome) {
+		if out == nil {
+			out = make(results, len(ids))
+		}
+		out.put(id, o)
+	}
 	var remote map[Node][]string
-	var keys []cache.Key       // of todo, when caching
+	var keyBuf [1]cache.Key
+	keys := keyBuf[:0]         // of todo, when caching
 	var known, step *TraceNode // traced steps: answers known before, answers found here
 	cached := 0
-	for _, id := range ids {
+	for i, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
-			out.put(id, o)
+			skip()
+			answer(id, o)
 			known = ev.tr.answered(known, r, id, o, true)
 			continue
 		}
 		if d, ok := ev.errDepth[k]; (ok && depth <= d) || depth <= 0 {
-			out.put(id, outErr)
+			skip()
+			answer(id, outErr)
 			step = ev.tr.answered(step, r, id, outErr, false)
 			continue
 		}
 		if ev.isSubject(r, id) {
-			out.put(id, outHas)
+			skip()
+			answer(id, outHas)
 			step = ev.tr.answered(step, r, id, outHas, false)
 			continue
 		}
 		if route {
 			if n := ev.routing.owner(r, id); n != nil {
+				skip()
 				if remote == nil {
 					remote = map[Node][]string{}
 				}
@@ -119,15 +168,20 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 		if ev.shared.c != nil {
 			ck := ev.shared.key(r, id)
 			if o, ok := ev.shared.get(ck); ok {
+				skip()
 				ev.memo[k] = o
-				out.put(id, o)
+				answer(id, o)
 				known = ev.tr.answered(known, r, id, o, true)
 				cached++
 				continue
 			}
 			keys = append(keys, ck)
 		}
-		todo = append(todo, id)
+		if prefix {
+			todo = ids[:i+1:i+1]
+		} else {
+			todo = append(todo, id)
+		}
 	}
 	ev.statsFor(ctx).count(len(todo) > 0, cached)
 	var far <-chan remoteResult
@@ -155,13 +209,20 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			return nil, err
 		}
 		ev.tr.end(todo, res)
+		// With nothing answered otherwise, res (the answers of todo alone) is out.
+		own := out == nil
+		if own {
+			out = res
+		}
 		for i, id := range todo {
 			o := res.get(id)
 			ev.remember(r, id, o, depth)
-			if keys != nil {
+			if ev.shared.c != nil {
 				ev.shared.put(keys[i], o)
 			}
-			out.put(id, o)
+			if !own {
+				out.put(id, o)
+			}
 		}
 	}
 	var firstErr error
@@ -174,7 +235,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 		for _, id := range rr.ids {
 			o := rr.res.get(id)
 			ev.remember(r, id, o, depth)
-			out.put(id, o)
+			answer(id, o)
 		}
 	}
 	if firstErr != nil {

@@ -121,7 +121,9 @@ func (e *Engine) checkShared(ctx context.Context, s *ir.Schema, r store.Reader, 
 		return toResult(o)
 	}
 	eval := func() (Result, error) {
-		res, err := newEvaluator(s, r, req.Subject, req.Context, sh).relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
+		ev := newEvaluator(s, r, req.Subject, req.Context, sh)
+		defer ev.release()
+		res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
 		if err != nil {
 			return Result{}, err
 		}

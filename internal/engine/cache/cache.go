@@ -2,13 +2,10 @@
 // keyed by 128-bit hashes. All of its memory is one array allocated up front, so the byte limit it is
 // given is what it costs — no per-entry allocations, no pointers for the garbage
 // collector to scan, no allocator size-class surprises. Entries live in 4-way
-// set-associative buckets of one cache line; a full bucket evicts round-robin.
+// set-associative buckets of one cache line; a full bucket evicts in turn.
 package cache
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // Key identifies one answer; build it with a hash of everything the answer depends on.
 type Key struct{ Hi, Lo uint64 }
@@ -22,26 +19,29 @@ const (
 	shards    = 64
 )
 
-type bucket struct {
-	entries [ways][2]uint64
-	next    uint8 // round-robin victim
-}
+// bucket is one cache line of entries, and nothing else: a bucket straddling two lines
+// would cost a lookup two misses.
+type bucket [ways][2]uint64
 
+// shard is a lock and the counters it guards: counters shared by all shards would be
+// one cache line bouncing between cores on every lookup.
 type shard struct {
-	mu      sync.Mutex
-	buckets []bucket
+	mu                   sync.Mutex
+	next                 uint8 // round-robin victim of a full bucket
+	hits, misses, evicts uint64
+	buckets              []bucket
+	_                    [64]byte // keeps neighbouring shards' locks off this line
 }
 
 // Cache is safe for concurrent use. The zero value is not usable; call New.
 type Cache struct {
-	shards               [shards]shard
-	bucketsPerShard      uint64
-	bytes                int64
-	hits, misses, evicts atomic.Uint64
+	shards          [shards]shard
+	bucketsPerShard uint64
+	bytes           int64
 }
 
-// bucketSize is the memory of one bucket, padding included.
-const bucketSize = ways*entrySize + 8
+// bucketSize is the memory of one bucket.
+const bucketSize = ways * entrySize
 
 // New returns a cache that uses at most maxBytes (and at least one bucket per shard).
 func New(maxBytes int64) *Cache {
@@ -65,37 +65,35 @@ func (c *Cache) locate(k Key) (*shard, *bucket, uint64) {
 func (c *Cache) Get(k Key) (Value, bool) {
 	s, b, tag := c.locate(k)
 	s.mu.Lock()
-	for i := range b.entries {
-		if e := b.entries[i]; e[0] == k.Hi && e[1]&^0xff == tag {
-			s.mu.Unlock()
-			c.hits.Add(1)
+	defer s.mu.Unlock()
+	for _, e := range b {
+		if e[0] == k.Hi && e[1]&^0xff == tag {
+			s.hits++
 			return Value(e[1] & 0xff), true
 		}
 	}
-	s.mu.Unlock()
-	c.misses.Add(1)
+	s.misses++
 	return 0, false
 }
 
-// Put stores v (non-zero) for k, evicting the bucket's oldest entry when it is full.
+// Put stores v (non-zero) for k, evicting an entry of a full bucket in turn.
 func (c *Cache) Put(k Key, v Value) {
 	s, b, tag := c.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot := -1
-	for i := range b.entries {
-		e := b.entries[i]
+	for i, e := range b {
 		if e[0] == k.Hi && e[1]&^0xff == tag || e[1] == 0 {
 			slot = i
 			break
 		}
 	}
 	if slot < 0 {
-		slot = int(b.next % ways)
-		b.next++
-		c.evicts.Add(1)
+		slot = int(s.next % ways)
+		s.next++
+		s.evicts++
 	}
-	b.entries[slot] = [2]uint64{k.Hi, tag | uint64(v)}
+	b[slot] = [2]uint64{k.Hi, tag | uint64(v)}
 }
 
 // Stats are the cache's counters since New.
@@ -106,5 +104,12 @@ type Stats struct {
 
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evicts.Load(), Bytes: c.bytes}
+	st := Stats{Bytes: c.bytes}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		st.Hits, st.Misses, st.Evictions = st.Hits+s.hits, st.Misses+s.misses, st.Evictions+s.evicts
+		s.mu.Unlock()
+	}
+	return st
 }

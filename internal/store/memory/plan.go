@@ -143,12 +143,13 @@ func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []
 			q.after = nil
 		}
 	}
-	ch, ok := s.fwd.get(&s.recs, k)
-	if !ok {
-		return scratch
-	}
 	idxs := scratch[:0]
-	if q.exact && len(q.sidsByStr)*len(q.srels) < int(ch.n) {
+	if q.exact && len(q.sidsByStr)*len(q.srels) == 1 {
+		// One key to look up costs no more than finding the group's chain.
+		idxs = q.exactGroupLocked(k, idxs)
+	} else if ch, ok := s.fwd.get(&s.recs, k); !ok {
+		return scratch
+	} else if q.exact && len(q.sidsByStr)*len(q.srels) < int(ch.n) {
 		idxs = q.exactGroupLocked(k, idxs)
 	} else {
 		for idx := ch.head; idx != 0; idx = s.recs.at(idx).fwdNext {

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
@@ -22,14 +23,19 @@ const (
 // Query yields the relationships matching f at the reader's revision, in key order.
 func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	return func(yield func(store.Item, error) bool) {
-		q, err := r.s.newQuery(ctx, r.rev, f, opts)
-		if err != nil {
+		q := queryPool.Get().(*query)
+		defer q.free()
+		if err := q.start(ctx, r.s, r.rev, f, opts); err != nil {
 			yield(store.Item{}, err)
 			return
 		}
 		q.run(ctx, yield)
 	}
 }
+
+// queryPool recycles queries: a check makes several small ones, and a query is larger
+// than most of what they return.
+var queryPool = sync.Pool{New: func() any { return new(query) }}
 
 // query is one Query call: its filter resolved to symbols and the plan that walks the
 // indexes. Symbol slices named *ByStr are sorted by string (key order); those named
@@ -40,9 +46,10 @@ type query struct {
 	now   int64
 	f     store.Filter
 	limit int
-	codec store.CursorCodec
-	after *rel.Key // resume strictly after this key; nil once passed
+	codec *store.CursorCodec // made at the first cursor: most queries of a check find nothing
+	after *rel.Key           // resume strictly after this key; nil once passed
 
+	planned   bool  // the filter is resolved and the plan chosen (at the first batch)
 	empty     bool  // the filter names a string never stored: nothing matches
 	rt        sym   // the filter's resource type, when it has one
 	types     []sym // resource types to visit, by string
@@ -66,58 +73,73 @@ type query struct {
 
 	// Storage for the common small cases, so that a typical check allocates little.
 	group    groupPlan
+	codecBuf store.CursorCodec
+	afterBuf rel.Key
 	typeBuf  [1]sym
 	relBuf   [1]sym
 	srelBuf  [4]sym
 	revBuf   [4]revKey
+	batch    []rel.Relationship // the batch being yielded
 	batchBuf [4]rel.Relationship
+	idBufs   [2][]sym // resolveIDs' storage (resource, subject ids), kept while small
 }
 
-// newQuery decodes the cursor, resolves the filter and chooses a plan.
-func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions) (*query, error) {
+// start decodes the cursor and readies q for its first batch, which resolves the
+// filter and chooses a plan under the same hold of the read lock.
+func (q *query) start(ctx context.Context, s *Store, rev uint64, f store.Filter, opts store.QueryOptions) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	q := &query{s: s, rev: rev, now: s.opts.Now().UnixNano(), f: f, limit: max(opts.Limit, 0), codec: store.NewCursorCodec(f)}
+	q.s, q.rev, q.now, q.f, q.limit = s, rev, s.opts.Now().UnixNano(), f, max(opts.Limit, 0)
 	if opts.After != "" {
-		k, err := q.codec.Decode(opts.After)
+		k, err := q.cursorCodec().Decode(opts.After)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		q.after = &k
+		q.afterBuf = k
+		q.after = &q.afterBuf
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if rev < s.oldest {
-		return nil, store.ErrRevisionGone
+	return nil
+}
+
+// free returns q to the pool, keeping only its small buffers.
+func (q *query) free() {
+	bufs := q.idBufs
+	*q = query{}
+	for i, b := range bufs {
+		if cap(b) <= 64 {
+			q.idBufs[i] = b[:0]
+		}
 	}
-	q.resolveLocked()
-	if !q.empty {
-		q.planLocked()
+	queryPool.Put(q)
+}
+
+// cursorCodec returns the codec of the query's filter.
+func (q *query) cursorCodec() *store.CursorCodec {
+	if q.codec == nil {
+		q.codecBuf = store.NewCursorCodec(q.f)
+		q.codec = &q.codecBuf
 	}
-	return q, nil
+	return q.codec
 }
 
 // run gathers batches under the read lock and yields them without it.
 func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
-	if q.empty {
-		return
-	}
-	batch := q.batchBuf[:0]
+	q.batch = q.batchBuf[:0]
 	emitted := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			yield(store.Item{}, err)
 			return
 		}
-		batch = batch[:0]
-		done, err := q.fill(&batch, emitted)
+		q.batch = q.batch[:0]
+		done, err := q.fill(&q.batch, emitted)
 		if err != nil {
 			yield(store.Item{}, err)
 			return
 		}
-		for _, x := range batch {
-			if !yield(store.Item{Relationship: x, Cursor: q.codec.Encode(x.Key())}, nil) {
+		for _, x := range q.batch {
+			if !yield(store.Item{Relationship: x, Cursor: q.cursorCodec().Encode(x.Key())}, nil) {
 				return
 			}
 			if emitted++; emitted == q.limit {
@@ -130,13 +152,24 @@ func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
 	}
 }
 
-// fill runs the plan for one batch under the read lock.
+// fill runs the plan for one batch under the read lock; the first batch resolves the
+// filter and chooses the plan under the same hold.
 func (q *query) fill(out *[]rel.Relationship, emitted int) (bool, error) {
 	q.s.mu.RLock()
 	defer q.s.mu.RUnlock()
 	if q.rev < q.s.oldest {
-		// Garbage collection passed this revision while the caller was consuming.
+		// Garbage collection passed this revision (while the caller was consuming, if
+		// this is not the first batch).
 		return true, store.ErrRevisionGone
+	}
+	if !q.planned {
+		q.planned = true
+		if q.resolveLocked(); !q.empty {
+			q.planLocked()
+		}
+	}
+	if q.empty {
+		return true, nil
 	}
 	want := batchItems
 	if q.limit > 0 {
@@ -163,7 +196,7 @@ func (q *query) resolveLocked() {
 		q.types = q.s.resourceTypesLocked()
 	}
 	if len(f.ResourceIDs) > 0 {
-		q.ridsByStr, q.ridSet = q.resolveIDs(f.ResourceIDs)
+		q.ridsByStr, q.ridSet = q.resolveIDs(f.ResourceIDs, &q.idBufs[0])
 	}
 	q.anyRel = f.Relation == ""
 	if !q.anyRel {
@@ -190,7 +223,7 @@ func (q *query) resolveSubject(sf *store.SubjectFilter) {
 		}
 	}
 	if len(sf.IDs) > 0 {
-		q.sidsByStr, q.sidSet = q.resolveIDs(sf.IDs)
+		q.sidsByStr, q.sidSet = q.resolveIDs(sf.IDs, &q.idBufs[1])
 	}
 	if sf.RelationSet {
 		q.anySrel = false
@@ -213,10 +246,11 @@ func (q *query) resolveSubject(sf *store.SubjectFilter) {
 	}
 }
 
-// resolveIDs returns the stored ids among ids, by string and by symbol. When none
-// was ever stored the query is empty.
-func (q *query) resolveIDs(ids []string) (byStr, set []sym) {
-	buf := make([]sym, len(ids), 2*len(ids))
+// resolveIDs returns the stored ids among ids, by string and by symbol, in storage
+// from *into. When none was ever stored the query is empty.
+func (q *query) resolveIDs(ids []string, into *[]sym) (byStr, set []sym) {
+	buf := slices.Grow((*into)[:0], 2*len(ids))[:len(ids)]
+	*into = buf
 	n := 0
 	for _, id := range ids {
 		if s, ok := q.s.in.lookup(id); ok {
@@ -279,13 +313,24 @@ func (q *query) planLocked() {
 		q.types = slices.DeleteFunc(q.types, func(t sym) bool { return q.s.in.str(t) < q.after.ResourceType })
 	}
 	q.plan = &q.group
-	if q.anySt || q.sidsByStr == nil {
+	if q.anySt || q.sidsByStr == nil || q.fewKeys() {
 		return
 	}
 	keys, revCost := q.reverseKeysLocked()
 	if revCost < q.forwardCostLocked(revCost) {
 		q.plan = &reversePlan{keys: keys}
 	}
+}
+
+// fewKeysMax bounds the keys a filter may name for exact lookups of each to be taken
+// without weighing the reverse walk: that walk costs a lookup per subject and more.
+const fewKeysMax = 4
+
+// fewKeys reports whether the filter names at most fewKeysMax possible keys, each
+// looked up in the exact index (a check's usual query names one).
+func (q *query) fewKeys() bool {
+	return q.exact && q.ridsByStr != nil && !q.anyRel &&
+		len(q.types)*len(q.ridsByStr)*len(q.sidsByStr)*len(q.srels) <= fewKeysMax
 }
 
 // reverseKeysLocked lists the reverse chains that hold every match, and their total length.

@@ -64,10 +64,12 @@ func TestReversePlanManyBatches(t *testing.T) {
 	}
 	rev := mustWrite(t, s, store.Create, rs...)
 	f := store.Filter{ResourceType: "doc", Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"alice"}}}
-	s.mu.RLock()
-	q, err := s.newQuery(context.Background(), uint64(rev), f, store.QueryOptions{})
-	s.mu.RUnlock()
-	if err != nil {
+	q := new(query)
+	if err := q.start(context.Background(), s, uint64(rev), f, store.QueryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []rel.Relationship
+	if _, err := q.fill(&batch, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := q.plan.(*reversePlan); !ok {
