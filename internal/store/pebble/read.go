@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -60,6 +61,7 @@ func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOpti
 			yield(store.Item{}, err)
 			return
 		}
+		defer q.free()
 		defer r.s.iters.put(pit)
 		if q.empty {
 			return
@@ -95,9 +97,11 @@ type query struct {
 	now   expiry
 	f     store.Filter
 	limit int
-	codec store.CursorCodec
 	yield func(store.Item, error) bool
 	it    *pebble.Iterator
+	// codec is made at the first cursor: most queries of a check find nothing.
+	codec    *store.CursorCodec
+	codecBuf store.CursorCodec
 
 	// after is the forward logical key of the cursor: results are strictly after it.
 	// afterSeek sorts after every version of it and before any later key.
@@ -117,22 +121,21 @@ type query struct {
 	err     error
 }
 
-// newQuery compiles f, decodes the cursor and takes an iterator from the pool, which
-// the caller puts back (the pool's bookkeeping stays out of query, to keep each
-// query's allocation small). The revision is checked after the iterator exists: the
-// collector raises oldest before it deletes, so an iterator opened while rev was still
-// retained (as every one that passes the check was) sees all of rev.
+// newQuery takes a query from its pool, compiles f into it, decodes the cursor and
+// takes an iterator from the iterators' pool; the caller puts both back. The revision
+// is checked after the iterator exists: the collector raises oldest before it deletes,
+// so an iterator opened while rev was still retained (as every one that passes the
+// check was) sees all of rev.
 func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions, yield func(store.Item, error) bool) (*query, pooledIter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, pooledIter{}, err
 	}
-	q := &query{
-		s: s, ctx: ctx, rev: rev, now: expiryOf(s.opts.Now()), f: f, limit: max(opts.Limit, 0),
-		codec: store.NewCursorCodec(f), yield: yield,
-	}
+	q := queryPool.Get().(*query)
+	q.s, q.ctx, q.rev, q.now, q.f, q.limit, q.yield = s, ctx, rev, expiryOf(s.opts.Now()), f, max(opts.Limit, 0), yield
 	if opts.After != "" {
-		k, err := q.codec.Decode(opts.After)
+		k, err := q.cursorCodec().Decode(opts.After)
 		if err != nil {
+			q.free()
 			return nil, pooledIter{}, err
 		}
 		q.after = appendForward(nil, k)
@@ -141,14 +144,38 @@ func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts s
 	q.compile()
 	pit, err := s.iters.get(s, rev)
 	if err != nil {
+		q.free()
 		return nil, pooledIter{}, err
 	}
 	if rev < s.oldest.Load() {
 		s.iters.put(pit)
+		q.free()
 		return nil, pooledIter{}, store.ErrRevisionGone
 	}
 	q.it = pit.it
 	return q, pit, nil
+}
+
+// queryPool recycles queries: a check makes several small ones.
+var queryPool = sync.Pool{New: func() any { return new(query) }}
+
+// free returns q to the pool, keeping only its key buffer while it is small.
+func (q *query) free() {
+	last := q.last
+	*q = query{}
+	if cap(last) <= 256 {
+		q.last = last[:0]
+	}
+	queryPool.Put(q)
+}
+
+// cursorCodec returns the codec of the query's filter.
+func (q *query) cursorCodec() *store.CursorCodec {
+	if q.codec == nil {
+		q.codecBuf = store.NewCursorCodec(q.f)
+		q.codec = &q.codecBuf
+	}
+	return q.codec
 }
 
 // compile prepares the id sets and notes filters that cannot match anything.
@@ -452,7 +479,7 @@ func (q *query) emit(x rel.Relationship, k rel.Key) {
 		q.fail(err)
 		return
 	}
-	if !q.yield(store.Item{Relationship: x, Cursor: q.codec.Encode(k)}, nil) {
+	if !q.yield(store.Item{Relationship: x, Cursor: q.cursorCodec().Encode(k)}, nil) {
 		q.done = true
 		return
 	}
