@@ -84,6 +84,11 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 	}
 	sf := &ev.scratch.subject
 	*sf = store.SubjectFilter{Type: subj.Object.Type, IDs: subjIDs}
+	if subj.Relation == "" || !slices.Contains(subjIDs, rel.Wildcard) {
+		// Every key the read wants is named whole (a wildcard's subject relation is
+		// always ""), so a store can look each one up rather than scan the group.
+		sf.Relation, sf.RelationSet = subj.Relation, true
+	}
 	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name, Subject: sf}
 	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {

@@ -260,6 +260,8 @@ func (q *query) runResourceIDs() {
 }
 
 func (q *query) scanIDsOfType(t []byte) {
+	sf := q.f.Subject
+	exact := q.f.Relation != "" && sf != nil && sf.Type != "" && len(q.sidsBy) > 0 && sf.RelationSet && q.after == nil
 	for _, id := range q.ridsBy {
 		if q.done {
 			return
@@ -268,7 +270,35 @@ func (q *query) scanIDsOfType(t []byte) {
 		if q.f.Relation != "" {
 			lo = append(append(lo, q.f.Relation...), 0)
 		}
-		q.scanForward(lo, prefixEnd(lo))
+		if exact {
+			q.seekKeys(lo)
+		} else {
+			q.scanForward(lo, prefixEnd(lo))
+		}
+	}
+}
+
+// seekKeys visits, in key order, the logical key of each of the filter's subject ids
+// under the group prefix lo (resource type, id and relation; seekKeys appends to it):
+// the filter names every field of them. A prefix seek lets each table's bloom filter rule a key out without
+// reading its blocks, as it does for most of a check's keys, which are not stored.
+func (q *query) seekKeys(lo []byte) {
+	sf := q.f.Subject
+	key := append(append(lo, sf.Type...), 0)
+	group := len(key)
+	for _, sid := range q.sidsBy {
+		key = append(append(append(append(key[:group], sid...), 0), sf.Relation...), 0)
+		for valid := q.it.SeekPrefixGE(key); valid && !q.done; valid = q.it.Next() {
+			if fs, ok := q.candidate(q.it.Key()); ok && q.match(&fs) {
+				q.consider(&fs)
+			}
+		}
+		if err := q.it.Error(); err != nil {
+			q.fail(err)
+		}
+		if q.done {
+			return
+		}
 	}
 }
 
