@@ -178,7 +178,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			keys = append(keys, ck)
 		}
 		if prefix {
-			todo = ids[:i+1:i+1]
+			todo = ids[: i+1 : i+1]
 		} else {
 			todo = append(todo, id)
 		}
