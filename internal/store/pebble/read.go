@@ -280,8 +280,9 @@ func (q *query) scanIDsOfType(t []byte) {
 
 // seekKeys visits, in key order, the logical key of each of the filter's subject ids
 // under the group prefix lo (resource type, id and relation; seekKeys appends to it):
-// the filter names every field of them. A prefix seek lets each table's bloom filter rule a key out without
-// reading its blocks, as it does for most of a check's keys, which are not stored.
+// the filter names every field of them. A prefix seek lets each table's bloom filter
+// rule a key out without reading its blocks, as it does for most of a check's keys,
+// which are not stored.
 func (q *query) seekKeys(lo []byte) {
 	sf := q.f.Subject
 	key := append(append(lo, sf.Type...), 0)
