@@ -66,8 +66,8 @@ definition document {
 			t.Fatalf("check %s: %v, %v", tc.permission, res, err)
 		}
 		t.Logf("check document:readme#%s@user:amy: %v allocations", tc.permission, allocs)
-		if allocs > tc.budget {
-			t.Errorf("check document:readme#%s@user:amy allocates %v times, budget %v", tc.permission, allocs, tc.budget)
+		if allocs > tc.budget+raceSlack {
+			t.Errorf("check document:readme#%s@user:amy allocates %v times, budget %v", tc.permission, allocs, tc.budget+raceSlack)
 		}
 	}
 }
