@@ -22,6 +22,21 @@ func NewCursorCodec(f Filter) CursorCodec {
 	return CursorCodec{fingerprint: fingerprint(f)}
 }
 
+// LazyCursorCodec is a query's codec, made at its first use: most of the queries a
+// check makes yield nothing and need no cursor. The zero value is ready to use.
+type LazyCursorCodec struct {
+	codec CursorCodec
+	made  bool
+}
+
+// Of returns the codec of f, which must be the same filter at every call.
+func (l *LazyCursorCodec) Of(f *Filter) CursorCodec {
+	if !l.made {
+		l.codec, l.made = NewCursorCodec(*f), true
+	}
+	return l.codec
+}
+
 // Encode returns the cursor resuming strictly after k. The cursor is URL-safe base64.
 func (c CursorCodec) Encode(k rel.Key) Cursor {
 	var stack [192]byte

@@ -46,8 +46,8 @@ type query struct {
 	now   int64
 	f     store.Filter
 	limit int
-	codec *store.CursorCodec // made at the first cursor: most queries of a check find nothing
-	after *rel.Key           // resume strictly after this key; nil once passed
+	codec store.LazyCursorCodec
+	after *rel.Key // resume strictly after this key; nil once passed
 
 	planned   bool  // the filter is resolved and the plan chosen (at the first batch)
 	empty     bool  // the filter names a string never stored: nothing matches
@@ -73,7 +73,6 @@ type query struct {
 
 	// Storage for the common small cases, so that a typical check allocates little.
 	group    groupPlan
-	codecBuf store.CursorCodec
 	afterBuf rel.Key
 	typeBuf  [1]sym
 	relBuf   [1]sym
@@ -92,7 +91,7 @@ func (q *query) start(ctx context.Context, s *Store, rev uint64, f store.Filter,
 	}
 	q.s, q.rev, q.now, q.f, q.limit = s, rev, s.opts.Now().UnixNano(), f, max(opts.Limit, 0)
 	if opts.After != "" {
-		k, err := q.cursorCodec().Decode(opts.After)
+		k, err := q.codec.Of(&q.f).Decode(opts.After)
 		if err != nil {
 			return err
 		}
@@ -114,15 +113,6 @@ func (q *query) free() {
 	queryPool.Put(q)
 }
 
-// cursorCodec returns the codec of the query's filter.
-func (q *query) cursorCodec() *store.CursorCodec {
-	if q.codec == nil {
-		q.codecBuf = store.NewCursorCodec(q.f)
-		q.codec = &q.codecBuf
-	}
-	return q.codec
-}
-
 // run gathers batches under the read lock and yields them without it.
 func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
 	q.batch = q.batchBuf[:0]
@@ -139,7 +129,7 @@ func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
 			return
 		}
 		for _, x := range q.batch {
-			if !yield(store.Item{Relationship: x, Cursor: q.cursorCodec().Encode(x.Key())}, nil) {
+			if !yield(store.Item{Relationship: x, Cursor: q.codec.Of(&q.f).Encode(x.Key())}, nil) {
 				return
 			}
 			if emitted++; emitted == q.limit {

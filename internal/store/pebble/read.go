@@ -99,9 +99,7 @@ type query struct {
 	limit int
 	yield func(store.Item, error) bool
 	it    *pebble.Iterator
-	// codec is made at the first cursor: most queries of a check find nothing.
-	codec    *store.CursorCodec
-	codecBuf store.CursorCodec
+	codec store.LazyCursorCodec
 
 	// after is the forward logical key of the cursor: results are strictly after it.
 	// afterSeek sorts after every version of it and before any later key.
@@ -133,7 +131,7 @@ func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts s
 	q := queryPool.Get().(*query)
 	q.s, q.ctx, q.rev, q.now, q.f, q.limit, q.yield = s, ctx, rev, expiryOf(s.opts.Now()), f, max(opts.Limit, 0), yield
 	if opts.After != "" {
-		k, err := q.cursorCodec().Decode(opts.After)
+		k, err := q.codec.Of(&q.f).Decode(opts.After)
 		if err != nil {
 			q.free()
 			return nil, pooledIter{}, err
@@ -167,15 +165,6 @@ func (q *query) free() {
 		q.last = last[:0]
 	}
 	queryPool.Put(q)
-}
-
-// cursorCodec returns the codec of the query's filter.
-func (q *query) cursorCodec() *store.CursorCodec {
-	if q.codec == nil {
-		q.codecBuf = store.NewCursorCodec(q.f)
-		q.codec = &q.codecBuf
-	}
-	return q.codec
 }
 
 // compile prepares the id sets and notes filters that cannot match anything.
@@ -510,7 +499,7 @@ func (q *query) emit(x rel.Relationship, k rel.Key) {
 		q.fail(err)
 		return
 	}
-	if !q.yield(store.Item{Relationship: x, Cursor: q.cursorCodec().Encode(k)}, nil) {
+	if !q.yield(store.Item{Relationship: x, Cursor: q.codec.Of(&q.f).Encode(k)}, nil) {
 		q.done = true
 		return
 	}
