@@ -154,6 +154,7 @@ func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) 
 	return out, nil
 }
 
+// edgeOf reduces a relationship to its edge.
 func edgeOf(r *rel.Relationship) edge {
 	return edge{resource: r.Resource.ID, target: r.Subject.Object.ID, typ: r.Subject.Object.Type, caveat: r.Caveat, expires: r.Expiration}
 }
