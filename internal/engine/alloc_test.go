@@ -53,8 +53,8 @@ definition document {
 		permission string
 		budget     float64
 	}{
-		{"viewer", 15},
-		{"view", 15},
+		{"viewer", 14},
+		{"view", 14},
 	} {
 		req := engine.CheckRequest{
 			Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Permission: tc.permission,

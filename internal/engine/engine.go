@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"time"
 
@@ -241,7 +242,23 @@ func groupKey(req CheckRequest) string {
 	return b.String()
 }
 
+// dedupe returns ids without repeats, in first-seen order (ids itself when it has none).
 func dedupe(ids []string) []string {
+	if len(ids) <= 8 {
+		// A check's usual case: comparing each pair costs less than a map.
+		for i, id := range ids {
+			if slices.Contains(ids[:i], id) {
+				out := slices.Clone(ids[:i])
+				for _, id := range ids[i+1:] {
+					if !slices.Contains(out, id) {
+						out = append(out, id)
+					}
+				}
+				return out
+			}
+		}
+		return ids
+	}
 	seen := make(map[string]struct{}, len(ids))
 	out := ids[:0:0]
 	for _, id := range ids {

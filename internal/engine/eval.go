@@ -330,16 +330,20 @@ func (ev *evaluator) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, i
 			if err != nil {
 				return nil, err
 			}
-			next := pending[:0:0]
+			granted := 0
 			for _, id := range pending {
 				o := or(acc.get(id), res.get(id))
 				acc.put(id, o)
-				if o.st != has {
-					next = append(next, id)
+				if o.st == has {
+					granted++
 				}
 			}
-			if pending = next; len(pending) == 0 {
+			if granted == len(pending) {
 				break
+			}
+			if granted > 0 {
+				// pending may be the caller's ids: the next child sees a copy.
+				pending = slices.DeleteFunc(slices.Clone(pending), func(id string) bool { return acc.get(id).st == has })
 			}
 		}
 		return acc, nil
