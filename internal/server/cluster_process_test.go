@@ -56,12 +56,13 @@ func startProcessCluster(t *testing.T, n int, uri string, extra ...string) []*pr
 	bin := buildLatch(t)
 	nodes := make([]*processNode, n)
 	var members []string
+	addrs := freeAddrs(t, 3*n)
 	for i := range nodes {
 		nodes[i] = &processNode{
-			testServer:   &testServer{grpcAddr: freeAddr(t)},
+			testServer:   &testServer{grpcAddr: addrs[3*i]},
 			name:         fmt.Sprintf("node%d", i),
-			dispatchAddr: freeAddr(t),
-			metricsAddr:  freeAddr(t),
+			dispatchAddr: addrs[3*i+1],
+			metricsAddr:  addrs[3*i+2],
 			log:          filepath.Join(t.TempDir(), fmt.Sprintf("node%d.log", i)),
 		}
 		members = append(members, nodes[i].dispatchAddr)

@@ -526,12 +526,23 @@ func startSpiceDB(t *testing.T) authzAPI {
 // report the port it bound, so it cannot be given port 0.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return freeAddrs(t, 1)[0]
+}
+
+// freeAddrs returns n loopback addresses with distinct ports, each free a moment ago:
+// every port is held until all are chosen, so none is handed out twice.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }
 
 // tail returns about the last n bytes of s.
