@@ -15,6 +15,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/storetest"
 )
 
 func TestBulkLoad(t *testing.T) {
@@ -27,7 +28,7 @@ func TestBulkLoad(t *testing.T) {
 	special.Caveat = &rel.Caveat{Name: "c", Context: map[string]any{"x": "y"}}
 	special.Expiration = &exp
 	rels := append(collect(t, generated(1000)), special)
-	rev, err := s.BulkLoad(ctx, seqOf(rels))
+	rev, err := s.BulkLoad(ctx, storetest.RelSeq(rels, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +70,12 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 		rels   iter.Seq2[rel.Relationship, error]
 		target any
 	}{
-		{"existing", seqOf(append(many[:50:50], existing)), &exists},
-		{"existing expired", seqOf(append(many[:50:50], expired)), &exists},
-		{"duplicate in one chunk", seqOf(append(many[:5:5], many[3])), &exists},
-		{"duplicate across chunks", seqOf(append(many[:50:50], many[3])), &exists},
-		{"invalid", seqOf(append(many[:50:50], nameless)), &invalid},
-		{"source error", failAfter(many[:50], errSource), errSource},
+		{"existing", storetest.RelSeq(append(many[:50:50], existing), nil), &exists},
+		{"existing expired", storetest.RelSeq(append(many[:50:50], expired), nil), &exists},
+		{"duplicate in one chunk", storetest.RelSeq(append(many[:5:5], many[3]), nil), &exists},
+		{"duplicate across chunks", storetest.RelSeq(append(many[:50:50], many[3]), nil), &exists},
+		{"invalid", storetest.RelSeq(append(many[:50:50], nameless), nil), &invalid},
+		{"source error", storetest.RelSeq(many[:50], errSource), errSource},
 	} {
 		_, err := s.BulkLoad(ctx, c.rels)
 		if e, ok := c.target.(error); ok && !errors.Is(err, e) || !ok && !errors.As(err, c.target) {
@@ -91,7 +92,7 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 		}
 	}
 	// The store still works, and the load can be done once its input is right.
-	if _, err := s.BulkLoad(ctx, seqOf(many)); err != nil {
+	if _, err := s.BulkLoad(ctx, storetest.RelSeq(many, nil)); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, s, store.Touch, existing)
@@ -157,17 +158,6 @@ func collect(t testing.TB, rels iter.Seq2[rel.Relationship, error]) []rel.Relati
 		out = append(out, r)
 	}
 	return out
-}
-
-func failAfter(rs []rel.Relationship, err error) iter.Seq2[rel.Relationship, error] {
-	return func(yield func(rel.Relationship, error) bool) {
-		for _, r := range rs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-		yield(rel.Relationship{}, err)
-	}
 }
 
 // BenchmarkBulkLoad loads 1,000,000 relationships per iteration into a fresh store

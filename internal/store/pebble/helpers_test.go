@@ -119,16 +119,6 @@ func countKeys(t testing.TB, s *Store, tag byte) int {
 	return n
 }
 
-func seqOf(rs []rel.Relationship) iter.Seq2[rel.Relationship, error] {
-	return func(yield func(rel.Relationship, error) bool) {
-		for _, r := range rs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
-}
-
 // generated yields n distinct relationships in no particular key order: four viewers
 // on each document, documents named by a bijective hash of their number.
 func generated(n int) iter.Seq2[rel.Relationship, error] {
