@@ -244,19 +244,13 @@ func groupKey(req CheckRequest) string {
 
 // dedupe returns ids without repeats, in first-seen order (ids itself when it has none).
 func dedupe(ids []string) []string {
-	if len(ids) <= 8 {
-		// A check's usual case: comparing each pair costs less than a map.
-		for i, id := range ids {
-			if slices.Contains(ids[:i], id) {
-				out := slices.Clone(ids[:i])
-				for _, id := range ids[i+1:] {
-					if !slices.Contains(out, id) {
-						out = append(out, id)
-					}
-				}
-				return out
-			}
-		}
+	// A check's usual case, a few ids and no repeat, is told by comparing each pair,
+	// which costs less than a map.
+	few := len(ids) <= 8
+	for i := 0; few && i < len(ids); i++ {
+		few = !slices.Contains(ids[:i], ids[i])
+	}
+	if few {
 		return ids
 	}
 	seen := make(map[string]struct{}, len(ids))
