@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -42,23 +42,30 @@ var expensiveMethods = []string{
 // limiter admits up to cap requests at once and queues up to queue more, each for at
 // most wait.
 type limiter struct {
-	class   admissionClass
-	slots   chan struct{}
-	queued  atomic.Int64
-	queue   int64
-	wait    time.Duration
-	metrics *metrics
+	class  admissionClass
+	slots  chan struct{}
+	queued atomic.Int64
+	queue  int64
+	wait   time.Duration
+	// The class's series of the admission metrics.
+	inflightGauge, queuedGauge prometheus.Gauge
+	shedCount                  prometheus.Counter
 }
 
 func newLimiter(class admissionClass, capacity, queue int, wait time.Duration, m *metrics) *limiter {
-	return &limiter{class: class, slots: make(chan struct{}, capacity), queue: int64(queue), wait: wait, metrics: m}
+	return &limiter{
+		class: class, slots: make(chan struct{}, capacity), queue: int64(queue), wait: wait,
+		inflightGauge: m.inflight.WithLabelValues(string(class)),
+		queuedGauge:   m.queued.WithLabelValues(string(class)),
+		shedCount:     m.shed.WithLabelValues(string(class)),
+	}
 }
 
 // acquire takes a slot, waiting in the queue if there is room, or fails fast.
 func (l *limiter) acquire(ctx context.Context) error {
 	select {
 	case l.slots <- struct{}{}:
-		l.metrics.inflight.WithLabelValues(string(l.class)).Inc()
+		l.inflightGauge.Inc()
 		return nil
 	default:
 	}
@@ -66,16 +73,16 @@ func (l *limiter) acquire(ctx context.Context) error {
 		l.queued.Add(-1)
 		return l.shed("the queue is full")
 	}
-	l.metrics.queued.WithLabelValues(string(l.class)).Inc()
+	l.queuedGauge.Inc()
 	defer func() {
 		l.queued.Add(-1)
-		l.metrics.queued.WithLabelValues(string(l.class)).Dec()
+		l.queuedGauge.Dec()
 	}()
 	timer := time.NewTimer(l.wait)
 	defer timer.Stop()
 	select {
 	case l.slots <- struct{}{}:
-		l.metrics.inflight.WithLabelValues(string(l.class)).Inc()
+		l.inflightGauge.Inc()
 		return nil
 	case <-timer.C:
 		return l.shed(fmt.Sprintf("no slot freed within %v", l.wait))
@@ -86,11 +93,11 @@ func (l *limiter) acquire(ctx context.Context) error {
 
 func (l *limiter) release() {
 	<-l.slots
-	l.metrics.inflight.WithLabelValues(string(l.class)).Dec()
+	l.inflightGauge.Dec()
 }
 
 func (l *limiter) shed(why string) error {
-	l.metrics.shed.WithLabelValues(string(l.class)).Inc()
+	l.shedCount.Inc()
 	st := status.New(codes.ResourceExhausted, fmt.Sprintf(
 		"server overloaded: %d %s requests are running and %s; retry after a short delay", cap(l.slots), l.class, why))
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(l.wait)}); err == nil {
@@ -123,28 +130,4 @@ func (a *admission) limiterFor(method string) *limiter {
 		}
 	}
 	return a.cheap
-}
-
-func (a *admission) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	l := a.limiterFor(info.FullMethod)
-	if l == nil {
-		return handler(ctx, req)
-	}
-	if err := l.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer l.release()
-	return handler(ctx, req)
-}
-
-func (a *admission) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	l := a.limiterFor(info.FullMethod)
-	if l == nil {
-		return handler(srv, ss)
-	}
-	if err := l.acquire(ss.Context()); err != nil {
-		return err
-	}
-	defer l.release()
-	return handler(srv, ss)
 }

@@ -99,19 +99,30 @@ func TestRequestTooLarge(t *testing.T) {
 
 func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	unary := recoverUnary(log)
-	_, err := unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) {
+	m := newMetrics(log)
+	c := newCalls(log, m, openAuthenticator(), newAdmission(Config{}.WithDefaults(), m))
+	_, err := c.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) {
 		panic("boom")
 	})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("unary panic: %v, want INTERNAL", err)
 	}
-	stream := recoverStream(log)
-	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
+	err = c.stream(nil, metadataStream{}, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("stream panic: %v, want INTERNAL", err)
 	}
+	// The panicking call still freed its admission slot.
+	if n := len(c.route("/x/Y").limiter.slots); n != 0 {
+		t.Errorf("%d admission slots held after the panics", n)
+	}
 }
+
+// metadataStream is a server stream that takes response metadata and does nothing else.
+type metadataStream struct{ grpc.ServerStream }
+
+func (metadataStream) Context() context.Context    { return context.Background() }
+func (metadataStream) SetHeader(metadata.MD) error { return nil }
+func (metadataStream) SetTrailer(metadata.MD)      {}
 
 // TestNoAuth: with NoAuth the SpiceDB API, its gateway and Permify's API answer
 // clients that send no key, as Permify's load scripts do.

@@ -8,8 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -25,39 +23,6 @@ import (
 
 	"github.com/latch-authz/latch/internal/server/apierr"
 )
-
-// Interceptors run outermost first: recover (so nothing below can take the process
-// down), then auth (so unauthenticated callers learn nothing about request shape),
-// then request validation.
-
-// recoverUnary turns a panic in a handler into INTERNAL and logs it with its stack.
-// It is the last line of defence: handlers are written not to panic.
-func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = panicStatus(log, info.FullMethod, p)
-			}
-		}()
-		return handler(ctx, req)
-	}
-}
-
-func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = panicStatus(log, info.FullMethod, p)
-			}
-		}()
-		return handler(srv, ss)
-	}
-}
-
-func panicStatus(log *slog.Logger, method string, p any) error {
-	log.Error("panic in request handler", "method", method, "panic", p, "stack", string(debug.Stack()))
-	return status.Error(codes.Internal, "internal error")
-}
 
 // authenticator checks preshared bearer keys. Keys are compared as SHA-256 digests in
 // constant time, so neither a key's bytes nor its length leak through timing.
@@ -88,19 +53,6 @@ func (a *authenticator) matches(token string) bool {
 	return match == 1
 }
 
-// exempt lists method prefixes served without a key: probes and tooling discovery,
-// which SpiceDB also serves without one.
-var exempt = []string{"/grpc.health.v1.Health/", "/grpc.reflection."}
-
-func isExempt(method string) bool {
-	for _, p := range exempt {
-		if strings.HasPrefix(method, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // check returns UNAUTHENTICATED without a bearer key and PERMISSION_DENIED with a
 // wrong one, as SpiceDB does.
 func (a *authenticator) check(ctx context.Context) error {
@@ -119,24 +71,6 @@ func (a *authenticator) check(ctx context.Context) error {
 		return status.Error(codes.PermissionDenied, "invalid preshared key")
 	}
 	return nil
-}
-
-func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !isExempt(info.FullMethod) {
-		if err := a.check(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return handler(ctx, req)
-}
-
-func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !isExempt(info.FullMethod) {
-		if err := a.check(ss.Context()); err != nil {
-			return err
-		}
-	}
-	return handler(srv, ss)
 }
 
 // generateKey returns a random preshared key for a server started without one.
@@ -243,24 +177,3 @@ func invalidOnDecodeError(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 type decodingStream struct{ grpc.ServerStream }
 
 func (s *decodingStream) RecvMsg(m any) error { return decoded(m, s.ServerStream.RecvMsg(m)) }
-
-func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := validateMessage(req); err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
-func validateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &validatingStream{ServerStream: ss})
-}
-
-// validatingStream validates each message the handler receives.
-type validatingStream struct{ grpc.ServerStream }
-
-func (s *validatingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	return validateMessage(m)
-}

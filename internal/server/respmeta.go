@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 
 	"github.com/authzed/authzed-go/pkg/requestmeta"
 	"github.com/authzed/authzed-go/pkg/responsemeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/latch-authz/latch/internal/engine"
@@ -40,55 +40,56 @@ var serverVersion = func() string {
 	return "(devel)"
 }()
 
+// respMD is response metadata of up to three keys, pooled: grpc-go copies what it is
+// given to send, so the maps and their values are reused from call to call.
+type respMD struct {
+	md   metadata.MD
+	vals [3]string
+	n    int
+}
+
+var respMDs = sync.Pool{New: func() any { return &respMD{md: make(metadata.MD, 3)} }}
+
+// set adds key, which must be lower case, with the one value v.
+func (r *respMD) set(key, v string) {
+	r.vals[r.n] = v
+	r.md[key] = r.vals[r.n : r.n+1 : r.n+1]
+	r.n++
+}
+
+// send hands the metadata to send (grpc-go's SetHeader or SetTrailer, which copy
+// it) and returns it to the pool.
+func (r *respMD) send(send func(*respMD)) {
+	send(r)
+	clear(r.md)
+	r.vals, r.n = [3]string{}, 0
+	respMDs.Put(r)
+}
+
 // withRequestID settles the call's request id, sends it in the header, and returns
 // the context that carries it (for the logs and spans of the call).
-func withRequestID(ctx context.Context, setHeader func(metadata.MD) error) (context.Context, string) {
+func withRequestID(ctx context.Context, setHeader func(*respMD)) (context.Context, string) {
 	id := requestID(ctx)
-	header := metadata.Pairs(string(responsemeta.RequestID), id)
+	h := respMDs.Get().(*respMD)
+	h.set(string(responsemeta.RequestID), id)
 	if v := metadata.ValueFromIncomingContext(ctx, string(requestmeta.RequestServerVersion)); len(v) > 0 {
-		header.Set(string(responsemeta.ServerVersion), serverVersion)
+		h.set(string(responsemeta.ServerVersion), serverVersion)
 	}
-	_ = setHeader(header) // fails only once the header is sent, not yet
+	h.send(setHeader)
 	return context.WithValue(ctx, requestIDCtxKey{}, id), id
 }
 
-// trailer is the response trailer of a call with request id id and, when st is not
-// nil, the engine's work counts.
-func trailer(id string, st *engine.Stats) metadata.MD {
-	md := metadata.Pairs(string(responsemeta.RequestID), id)
+// sendTrailer sends the response trailer of a call with request id id and, when st
+// is not nil, the engine's work counts.
+func sendTrailer(id string, st *engine.Stats, setTrailer func(*respMD)) {
+	t := respMDs.Get().(*respMD)
+	t.set(string(responsemeta.RequestID), id)
 	if st != nil {
-		md[string(responsemeta.DispatchedOperationsCount)] = []string{strconv.FormatInt(st.Dispatched.Load(), 10)}
-		md[string(responsemeta.CachedOperationsCount)] = []string{strconv.FormatInt(st.Cached.Load(), 10)}
+		t.set(string(responsemeta.DispatchedOperationsCount), strconv.FormatInt(st.Dispatched.Load(), 10))
+		t.set(string(responsemeta.CachedOperationsCount), strconv.FormatInt(st.Cached.Load(), 10))
 	}
-	return md
+	t.send(setTrailer)
 }
-
-func respMetaUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, id := withRequestID(ctx, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
-	var st *engine.Stats
-	if countedMethods[info.FullMethod] {
-		st = new(engine.Stats)
-		ctx = engine.WithStats(ctx, st)
-	}
-	resp, err := handler(ctx, req)
-	_ = grpc.SetTrailer(ctx, trailer(id, st)) // fails only when the call's stream is gone
-	return resp, err
-}
-
-func respMetaStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx, id := withRequestID(ss.Context(), ss.SetHeader)
-	err := handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
-	ss.SetTrailer(trailer(id, nil))
-	return err
-}
-
-// ctxStream is a server stream with a context of the interceptor's making.
-type ctxStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *ctxStream) Context() context.Context { return s.ctx }
 
 // httpRequestIDs gives every HTTP request a request id, as SpiceDB's gateway does: the
 // client's X-Request-Id or a new one, passed on to the gRPC call (forwardHeader) and

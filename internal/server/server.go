@@ -222,7 +222,7 @@ func (s *Server) listen() error {
 }
 
 func (s *Server) newGRPCServer() *grpc.Server {
-	adm := newAdmission(s.cfg, s.metrics)
+	calls := newCalls(s.cfg.Logger, s.metrics, s.auth, newAdmission(s.cfg, s.metrics))
 	opts := s.cfg.tracingOptions()
 	if s.grpcTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.Server())))
@@ -235,8 +235,8 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		// iterator calls every time (a fifth of the CPU of a check load, in copystack).
 		// Calls past that get a goroutine of their own, to be shed by admission.
 		grpc.NumStreamWorkers(uint32(s.cfg.MaxInflightCheap+s.cfg.MaxInflightExpensive+s.cfg.MaxQueuedCheap+s.cfg.MaxQueuedExpensive)),
-		grpc.ChainUnaryInterceptor(recoverUnary(s.cfg.Logger), respMetaUnary, s.metrics.unary, s.auth.unary, adm.unary, validateUnary),
-		grpc.ChainStreamInterceptor(recoverStream(s.cfg.Logger), respMetaStream, s.metrics.stream, s.auth.stream, adm.stream, validateStream),
+		grpc.UnaryInterceptor(calls.unary),
+		grpc.StreamInterceptor(calls.stream),
 	)...)
 	perms := &permissionsService{s: s}
 	g.RegisterService(invalidOnDecodeError(&v1.PermissionsService_ServiceDesc), perms)
@@ -250,6 +250,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 	}
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
+	calls.register(g)
 	return g
 }
 

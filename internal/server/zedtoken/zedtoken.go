@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync/atomic"
 
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -24,8 +25,27 @@ const (
 // ErrMalformed is wrapped by every Decode failure.
 var ErrMalformed = errors.New("malformed zedtoken")
 
+// encoded is a revision's token.
+type encoded struct {
+	rev store.Revision
+	tok string
+}
+
+// last is the last token Encode made: most answers carry the same (quantized)
+// revision as the one before.
+var last atomic.Pointer[encoded]
+
 // Encode returns the token for rev.
 func Encode(rev store.Revision) string {
+	if e := last.Load(); e != nil && e.rev == rev {
+		return e.tok
+	}
+	tok := encode(rev)
+	last.Store(&encoded{rev: rev, tok: tok})
+	return tok
+}
+
+func encode(rev store.Revision) string {
 	buf := make([]byte, 0, 2+binary.MaxVarintLen64+crcLen)
 	buf = append(buf, magic, version1)
 	buf = binary.AppendUvarint(buf, uint64(rev))
