@@ -97,32 +97,55 @@ func TestRequestTooLarge(t *testing.T) {
 	}
 }
 
+// A handler's panic becomes INTERNAL, frees the call's admission slot and still
+// sends the call's trailer.
 func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	m := newMetrics(log)
 	c := newCalls(log, m, openAuthenticator(), newAdmission(Config{}.WithDefaults(), m))
-	_, err := c.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) {
+	unaryStream := &unaryTrailers{}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", "r1"))
+	_, err := c.unary(grpc.NewContextWithServerTransportStream(ctx, unaryStream), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) {
 		panic("boom")
 	})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("unary panic: %v, want INTERNAL", err)
 	}
-	err = c.stream(nil, metadataStream{}, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
+	stream := &streamTrailers{ctx: ctx}
+	err = c.stream(nil, stream, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("stream panic: %v, want INTERNAL", err)
 	}
-	// The panicking call still freed its admission slot.
+	for name, tr := range map[string]metadata.MD{"unary": unaryStream.trailer, "stream": stream.trailer} {
+		if id := tr.Get("x-request-id"); len(id) != 1 || id[0] != "r1" {
+			t.Errorf("%s call's trailer %v: want its request id r1", name, tr)
+		}
+	}
 	if n := len(c.route("/x/Y").limiter.slots); n != 0 {
 		t.Errorf("%d admission slots held after the panics", n)
 	}
 }
 
-// metadataStream is a server stream that takes response metadata and does nothing else.
-type metadataStream struct{ grpc.ServerStream }
+// unaryTrailers is a unary call's transport stream that keeps the trailer it is given.
+type unaryTrailers struct{ trailer metadata.MD }
 
-func (metadataStream) Context() context.Context    { return context.Background() }
-func (metadataStream) SetHeader(metadata.MD) error { return nil }
-func (metadataStream) SetTrailer(metadata.MD)      {}
+func (*unaryTrailers) Method() string               { return "/x/Y" }
+func (*unaryTrailers) SetHeader(metadata.MD) error  { return nil }
+func (*unaryTrailers) SendHeader(metadata.MD) error { return nil }
+func (u *unaryTrailers) SetTrailer(md metadata.MD) error {
+	u.trailer = metadata.Join(u.trailer, md)
+	return nil
+}
+
+// streamTrailers is a server stream that keeps the trailer it is given.
+type streamTrailers struct {
+	grpc.ServerStream
+	ctx     context.Context
+	trailer metadata.MD
+}
+
+func (s *streamTrailers) Context() context.Context  { return s.ctx }
+func (s *streamTrailers) SetTrailer(md metadata.MD) { s.trailer = metadata.Join(s.trailer, md) }
 
 // TestNoAuth: with NoAuth the SpiceDB API, its gateway and Permify's API answer
 // clients that send no key, as Permify's load scripts do.

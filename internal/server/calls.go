@@ -11,14 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	"github.com/latch-authz/latch/internal/engine"
 )
 
 // Every gRPC call takes the same way through the server, outermost first:
 //  1. recover, so nothing below can take the process down;
-//  2. response metadata: the request id in the header, and trailers on the way out;
+//  2. response metadata: the call's trailers (respmeta.go);
 //  3. metrics: the call's latency, by method and status code;
 //  4. auth, so unauthenticated callers learn nothing about request shape;
 //  5. admission;
@@ -26,8 +25,8 @@ import (
 //
 // One interceptor of each kind takes every step, with what a method needs decided
 // once per method (its route): grpc-go's interceptor chains make a closure per step
-// for every call, and the steps' own lookups (limiter, metric series) cost a check
-// more than the steps themselves.
+// for every call, and looking up a call's limiter and latency series by name each
+// time showed in a check's profile.
 
 // route is what the way through the server needs to know about one method.
 type route struct {
@@ -89,16 +88,11 @@ func (c *calls) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		}
 	}()
 	r := c.route(info.FullMethod)
-	ctx, id := withRequestID(ctx, func(h *respMD) { _ = grpc.SetHeader(ctx, h.md) }) // fails only once the header is sent, not yet
-	var st *engine.Stats
-	if r.counted {
-		st = new(engine.Stats)
-		ctx = engine.WithStats(ctx, st)
-	}
+	ctx, meta := newCallMeta(ctx, r.counted)
+	defer meta.sendTrailer(func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }) // fails only when the call's stream is gone
 	start := time.Now()
 	resp, err = c.serveUnary(ctx, r, req, handler)
 	c.observe(ctx, r, start, err)
-	sendTrailer(id, st, func(t *respMD) { _ = grpc.SetTrailer(ctx, t.md) }) // fails only when the call's stream is gone
 	return resp, err
 }
 
@@ -123,12 +117,12 @@ func (c *calls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 		}
 	}()
 	r := c.route(info.FullMethod)
-	ctx, id := withRequestID(ss.Context(), func(h *respMD) { _ = ss.SetHeader(h.md) })
+	ctx, meta := newCallMeta(ss.Context(), false)
+	defer meta.sendTrailer(ss.SetTrailer)
 	ss = &ctxStream{ServerStream: ss, ctx: ctx}
 	start := time.Now()
 	err = c.serveStream(ctx, r, srv, ss, handler)
 	c.observe(ctx, r, start, err)
-	sendTrailer(id, nil, func(t *respMD) { ss.SetTrailer(t.md) })
 	return err
 }
 

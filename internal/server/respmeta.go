@@ -18,9 +18,9 @@ import (
 // Response metadata, as SpiceDB sends it (keys from authzed-go's responsemeta): every
 // call's request id (the client's x-request-id, or one made up for the call) and, on
 // checks, how many subproblems the engine evaluated and how many it took from its
-// cache. SpiceDB sends all of them as trailers; the request id also goes in the
-// header, so that a stream's client (and a call that panicked) has it before the call
-// ends. A client that asks (zed does) gets the server's version in the header.
+// cache; to a client that asks (zed version does), the server's version. SpiceDB
+// sends all of them as trailers and no response header, and so does latch, even for
+// a call whose handler panicked.
 
 // countedMethods are the calls whose trailers carry the engine's work counts.
 var countedMethods = map[string]bool{
@@ -40,15 +40,15 @@ var serverVersion = func() string {
 	return "(devel)"
 }()
 
-// respMD is response metadata of up to three keys, pooled: grpc-go copies what it is
+// respMD is response metadata of up to four keys, pooled: grpc-go copies what it is
 // given to send, so the maps and their values are reused from call to call.
 type respMD struct {
 	md   metadata.MD
-	vals [3]string
+	vals [4]string
 	n    int
 }
 
-var respMDs = sync.Pool{New: func() any { return &respMD{md: make(metadata.MD, 3)} }}
+var respMDs = sync.Pool{New: func() any { return &respMD{md: make(metadata.MD, 4)} }}
 
 // set adds key, which must be lower case, with the one value v.
 func (r *respMD) set(key, v string) {
@@ -59,34 +59,46 @@ func (r *respMD) set(key, v string) {
 
 // send hands the metadata to send (grpc-go's SetHeader or SetTrailer, which copy
 // it) and returns it to the pool.
-func (r *respMD) send(send func(*respMD)) {
-	send(r)
+func (r *respMD) send(send func(metadata.MD)) {
+	send(r.md)
 	clear(r.md)
-	r.vals, r.n = [3]string{}, 0
+	r.vals, r.n = [4]string{}, 0
 	respMDs.Put(r)
 }
 
-// withRequestID settles the call's request id, sends it in the header, and returns
-// the context that carries it (for the logs and spans of the call).
-func withRequestID(ctx context.Context, setHeader func(*respMD)) (context.Context, string) {
-	id := requestID(ctx)
-	h := respMDs.Get().(*respMD)
-	h.set(string(responsemeta.RequestID), id)
-	if v := metadata.ValueFromIncomingContext(ctx, string(requestmeta.RequestServerVersion)); len(v) > 0 {
-		h.set(string(responsemeta.ServerVersion), serverVersion)
-	}
-	h.send(setHeader)
-	return context.WithValue(ctx, requestIDCtxKey{}, id), id
+// callMeta is what a call's trailers report.
+type callMeta struct {
+	id      string
+	version bool          // the client asked for the server's version
+	stats   *engine.Stats // nil: the call reports no work counts
 }
 
-// sendTrailer sends the response trailer of a call with request id id and, when st
-// is not nil, the engine's work counts.
-func sendTrailer(id string, st *engine.Stats, setTrailer func(*respMD)) {
+// newCallMeta settles the call's request id and, for a call that reports the engine's
+// work counts, its Stats, and returns the context that carries them (for the logs and
+// spans of the call, and for the engine).
+func newCallMeta(ctx context.Context, counted bool) (context.Context, *callMeta) {
+	m := &callMeta{
+		id:      requestID(ctx),
+		version: len(metadata.ValueFromIncomingContext(ctx, string(requestmeta.RequestServerVersion))) > 0,
+	}
+	ctx = context.WithValue(ctx, requestIDCtxKey{}, m.id)
+	if counted {
+		m.stats = new(engine.Stats)
+		ctx = engine.WithStats(ctx, m.stats)
+	}
+	return ctx, m
+}
+
+// sendTrailer hands the call's trailer to setTrailer.
+func (m *callMeta) sendTrailer(setTrailer func(metadata.MD)) {
 	t := respMDs.Get().(*respMD)
-	t.set(string(responsemeta.RequestID), id)
-	if st != nil {
-		t.set(string(responsemeta.DispatchedOperationsCount), strconv.FormatInt(st.Dispatched.Load(), 10))
-		t.set(string(responsemeta.CachedOperationsCount), strconv.FormatInt(st.Cached.Load(), 10))
+	t.set(string(responsemeta.RequestID), m.id)
+	if m.version {
+		t.set(string(responsemeta.ServerVersion), serverVersion)
+	}
+	if m.stats != nil {
+		t.set(string(responsemeta.DispatchedOperationsCount), strconv.FormatInt(m.stats.Dispatched.Load(), 10))
+		t.set(string(responsemeta.CachedOperationsCount), strconv.FormatInt(m.stats.Cached.Load(), 10))
 	}
 	t.send(setTrailer)
 }
