@@ -91,7 +91,7 @@ func (l *bulkLoad) flush(ctx context.Context) error {
 	for _, r := range l.batch {
 		idx := s.insertLocked(r, rev)
 		l.loaded = append(l.loaded, idx)
-		if older := s.recs.at(idx).older; older != 0 && s.recs.at(older).deleted == liveOff {
+		if older := s.olders[idx]; older != 0 && s.recs.at(older).deleted == liveOff {
 			return &store.AlreadyExistsError{Relationship: r}
 		}
 	}

@@ -145,7 +145,7 @@ func (s *Store) unlinkLocked(victims []uint32) {
 	}
 	for k := range fkeys {
 		old, _ := s.fwd.get(&s.recs, k)
-		c := s.relink(old.head, func(r *record) *uint32 { return &r.fwdNext })
+		c := s.relink(old.head, func(i uint32) uint32 { return s.recs.at(i).fwdNext }, func(i, to uint32) { s.recs.at(i).fwdNext = to })
 		if c.n == 0 {
 			s.fwd.del(&s.recs, k)
 			if t := s.types[k.resType]; t != nil && !s.hasOtherChainLocked(t, k.resType, k.resID, k.relation) {
@@ -157,14 +157,14 @@ func (s *Store) unlinkLocked(victims []uint32) {
 	}
 	for k := range rkeys {
 		old, _ := s.rev.get(&s.recs, k)
-		if c := s.relink(old.head, func(r *record) *uint32 { return &r.revNext }); c.n == 0 {
+		if c := s.relink(old.head, func(i uint32) uint32 { return s.recs.at(i).revNext }, func(i, to uint32) { s.recs.at(i).revNext = to }); c.n == 0 {
 			s.rev.del(&s.recs, k)
 		} else {
 			s.rev.set(&s.recs, k, c)
 		}
 	}
 	for k := range ekeys {
-		if c := s.relink(s.exact.get(&s.recs, k), func(r *record) *uint32 { return &r.older }); c.n == 0 {
+		if c := s.relink(s.exact.get(&s.recs, k), func(i uint32) uint32 { return s.olders[i] }, s.setOlder); c.n == 0 {
 			s.exact.del(&s.recs, k)
 		} else {
 			s.exact.set(&s.recs, k, c.head)
@@ -172,19 +172,28 @@ func (s *Store) unlinkLocked(victims []uint32) {
 	}
 }
 
+// setOlder makes older the previous version of record idx's key (0: none).
+func (s *Store) setOlder(idx, older uint32) {
+	if older == 0 {
+		delete(s.olders, idx)
+	} else {
+		s.olders[idx] = older
+	}
+}
+
 // relink rebuilds the list starting at head without its marked records, following
-// and rewriting the link that next selects, and returns the new head and length.
-func (s *Store) relink(head uint32, next func(*record) *uint32) chain {
+// the links next reads and rewriting them with setNext, and returns the new head and
+// length.
+func (s *Store) relink(head uint32, next func(idx uint32) uint32, setNext func(idx, to uint32)) chain {
 	var out chain
 	var prev uint32
 	for idx := head; idx != 0; {
-		r := s.recs.at(idx)
-		following := *next(r)
-		if r.created != 0 {
+		following := next(idx)
+		if s.recs.at(idx).created != 0 {
 			if prev == 0 {
 				out.head = idx
 			} else {
-				*next(s.recs.at(prev)) = idx
+				setNext(prev, idx)
 			}
 			prev = idx
 			out.n++
@@ -192,7 +201,7 @@ func (s *Store) relink(head uint32, next func(*record) *uint32) chain {
 		idx = following
 	}
 	if prev != 0 {
-		*next(s.recs.at(prev)) = 0
+		setNext(prev, 0)
 	}
 	return out
 }
@@ -219,6 +228,7 @@ func (s *Store) freeLocked(victims []uint32) {
 		}
 		s.side.release(r.side)
 		*r = record{}
+		delete(s.olders, idx)
 		s.freeRecs = append(s.freeRecs, idx)
 	}
 	for t := range touched {

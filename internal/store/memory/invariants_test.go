@@ -59,13 +59,18 @@ func (s *Store) invariantsLocked() error {
 			return fmt.Errorf("exact index maps key %v to %d, holds %d", k, s.exact.get(&s.recs, k), head)
 		}
 		prevCreated := uint32(liveOff)
-		for idx := head; idx != 0; idx = s.recs.at(idx).older {
+		for idx := head; idx != 0; idx = s.olders[idx] {
 			r := *s.recs.at(uint32(idx))
 			if !inUse(idx) || s.recs.exactKey(&r) != k || r.created >= prevCreated && prevCreated != liveOff || r.deleted > prevCreated && prevCreated != liveOff {
 				return fmt.Errorf("version chain %v holds record %d (%+v) out of order", k, idx, r)
 			}
 			prevCreated = r.created
 			seenVer[idx]++
+		}
+	}
+	for idx, older := range s.olders {
+		if older == 0 || !inUse(idx) || seenVer[idx] != 1 {
+			return fmt.Errorf("record %d, in use %v, names %d as its older version but is in no version chain", idx, inUse(idx), older)
 		}
 	}
 	live := 0

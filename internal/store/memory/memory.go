@@ -56,6 +56,7 @@ type Store struct {
 	in       *interner
 	recs     recordPages
 	freeRecs []uint32
+	olders   map[uint32]uint32 // record -> the previous version of its key, for records that have one
 	fwd      chainIndex[fwdKey]
 	rev      chainIndex[revKey]
 	exact    exactIndex
@@ -105,6 +106,7 @@ func New(opts Options) *Store {
 		rev:      newChainIndex((*recordPages).revKey, revKey.hash),
 		exact:    newExactIndex(),
 		types:    map[sym]*typeInfo{},
+		olders:   map[uint32]uint32{},
 		counters: map[string][]byte{},
 		head:     firstRevision,
 		oldest:   firstRevision,

@@ -30,7 +30,8 @@ type record struct {
 	side    uint32 // index into the side table (caveat, expiration); 0: neither
 	fwdNext uint32 // next record of the same forward chain
 	revNext uint32 // next record of the same reverse chain
-	older   uint32 // the previous version of the same relationship key
+	// A record's previous version of the same key is in Store.olders: few records
+	// have one, and a field for it would make every record a tenth larger.
 
 	// The revisions that wrote and ended this version, as offsets from Store.revBase:
 	// 32 bits where whole revisions take 64. created 0 marks a free slot; deleted is
@@ -49,7 +50,7 @@ func (s *Store) expiredAtLocked(r *record, now int64) bool {
 }
 
 const (
-	pageBits = 14 // 16384 records, 640 KiB, per page
+	pageBits = 14 // 16384 records, 576 KiB, per page
 	pageSize = 1 << pageBits
 	pageMask = pageSize - 1
 )
@@ -334,7 +335,7 @@ func (s *Store) currentLocked(k rel.Key) uint32 {
 // versionAtLocked returns the version of key e visible at rev, or 0.
 func (s *Store) versionAtLocked(e exactKey, rev uint64) uint32 {
 	off := s.offLocked(rev)
-	for idx := s.exact.get(&s.recs, e); idx != 0; idx = s.recs.at(idx).older {
+	for idx := s.exact.get(&s.recs, e); idx != 0; idx = s.olders[idx] {
 		r := s.recs.at(idx)
 		if r.created <= off {
 			if off < r.deleted {
@@ -363,7 +364,6 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) uint32 {
 	idx := s.allocLocked()
 	ek := rp.exactKey(&r)
 	older, ei := s.exact.lookup(&s.recs, ek)
-	r.older = older
 	fk := rp.fwdKey(&r)
 	fc, fi := s.fwd.lookup(&s.recs, fk)
 	r.fwdNext = fc.head
@@ -371,6 +371,7 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) uint32 {
 	rc, ri := s.rev.lookup(&s.recs, rk)
 	r.revNext = rc.head
 	*s.recs.at(idx) = r // the indexes read a key from the record it leads to
+	s.setOlder(idx, older)
 	s.exact.setAt(&s.recs, ek, ei, idx)
 	s.fwd.setAt(&s.recs, fk, fi, chain{idx, fc.n + 1})
 	s.rev.setAt(&s.recs, rk, ri, chain{idx, rc.n + 1})
