@@ -79,7 +79,7 @@ func loadSocial(b *testing.B) socialFixture {
 // BenchmarkCheckSocial measures one in-process check of the social workload's request
 // mix against the memory store: go test ./internal/engine -bench CheckSocial -benchmem
 //
-// uncached draws 4,096 checks and repeats them; cached has the server's default 64 MiB
+// uncached draws 4,096 checks and repeats them; cached has a 64 MiB
 // cache and draws 2^18 checks, so that its hits are those of the mix (the social
 // workload's subjects are Zipf-skewed), not of a few checks repeated.
 func BenchmarkCheckSocial(b *testing.B) {

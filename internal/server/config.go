@@ -33,7 +33,7 @@ const (
 	DefaultMaxStalenessPercent         = 10
 	DefaultAdmissionWait               = 250 * time.Millisecond
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
-	DefaultDispatchCacheMaxBytes       = 64 << 20
+	DefaultDispatchCacheMaxBytes       = 32 << 20
 	DefaultDatastoreBlockCacheBytes    = 64 << 20
 )
 
