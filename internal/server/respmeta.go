@@ -57,8 +57,8 @@ func (r *respMD) set(key, v string) {
 	r.n++
 }
 
-// send hands the metadata to send (grpc-go's SetHeader or SetTrailer, which copy
-// it) and returns it to the pool.
+// send hands the metadata to send (grpc-go's SetTrailer, which copies it) and
+// returns it to the pool.
 func (r *respMD) send(send func(metadata.MD)) {
 	send(r.md)
 	clear(r.md)
