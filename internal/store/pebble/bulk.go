@@ -22,8 +22,8 @@ import (
 )
 
 // bulkChunk is how many relationships a bulk load checks and writes at a time. Each
-// chunk becomes a few sorted tables ingested straight into the LSM, so a larger chunk
-// means fewer, larger tables. A variable so that tests can shrink it.
+// chunk becomes a sorted run of each kind of table (bulkmerge.go), so a larger chunk
+// means fewer runs to merge. A variable so that tests can shrink it.
 var bulkChunk = 1 << 18
 
 // bulkTmp is the folder of the data directory where a bulk load writes its tables
@@ -36,10 +36,10 @@ const bulkTmp = "bulk-tmp"
 // runs; readers do not.
 //
 // The load sorts its input in chunks and writes each chunk's versions, all created
-// at the new revision, as tables that Pebble ingests without the write-ahead log or
-// memtables. Readers ignore those versions until the final, synced batch moves the
-// head. A marker key names the load while it runs: if the process stops first, Open
-// removes the load's versions.
+// at the new revision, as sorted runs; at its end it merges the runs into tables that
+// Pebble ingests at once, without the write-ahead log or memtables. Readers ignore
+// those versions until the final, synced batch moves the head. A marker key names the
+// load while it runs: if the process stops first, Open removes the load's versions.
 func (s *Store) BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (store.Revision, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -85,10 +85,21 @@ type bulkLoad struct {
 	s     *Store
 	rev   uint64
 	tmp   string
-	spans [][2][]byte // forward key range written by each ingested chunk
+	spans [][2][]byte // forward key range the load ingested, for a rollback
+	// runs holds, by kind, each chunk's sorted table: merged at the end into tables
+	// that do not overlap (see ingestRuns).
+	runs [numRunKinds][]string
 	*bulkScratch
 	written atomic.Int64 // tables written, for their names
 }
+
+// The kinds of tables a chunk writes.
+const (
+	runForward = iota
+	runReverse
+	runExpiring
+	numRunKinds
+)
 
 // bulkScratch is the memory a bulk load reuses from chunk to chunk, and from one load
 // to the next: importers send a data set as many loads in a row (one per stream), and
@@ -138,7 +149,10 @@ func (l *bulkLoad) run(ctx context.Context, rels iter.Seq2[rel.Relationship, err
 			}
 		}
 	}
-	return l.flush(ctx)
+	if err := l.flush(ctx); err != nil {
+		return err
+	}
+	return l.ingestRuns(ctx)
 }
 
 // add validates r and appends it to the chunk.
@@ -170,7 +184,7 @@ func relationshipAt(fwd []byte) rel.Relationship {
 	return relationshipOf(relKey(&fs))
 }
 
-// flush checks the chunk against itself and the database, then writes and ingests it.
+// flush checks the chunk against itself and the database, then writes its runs.
 func (l *bulkLoad) flush(ctx context.Context) error {
 	if len(l.items) == 0 {
 		return nil
@@ -187,25 +201,17 @@ func (l *bulkLoad) flush(ctx context.Context) error {
 	if err := l.checkExisting(); err != nil {
 		return err
 	}
-	paths, err := l.writeTables()
-	if err == nil {
-		err = l.s.db.Ingest(ctx, paths)
-	}
-	for _, p := range paths {
-		_ = os.Remove(p)
-	}
-	if err != nil {
+	if err := l.writeRuns(); err != nil {
 		return fmt.Errorf("pebble store: bulk load: %w", err)
 	}
-	l.spans = append(l.spans, [2][]byte{bytes.Clone(l.items[0].k), bytes.Clone(l.items[len(l.items)-1].k)})
 	l.items, l.arena = l.items[:0], l.arena[:0]
 	return nil
 }
 
-// writeTables writes the chunk's forward versions, reverse versions and expiration
-// log entries as sorted tables and returns their paths. The reverse table is built
-// on a second goroutine while this one writes the forward table.
-func (l *bulkLoad) writeTables() ([]string, error) {
+// writeRuns writes the chunk's forward versions, reverse versions and expiration log
+// entries as sorted tables, one run of each kind. The reverse table is built on a
+// second goroutine while this one writes the forward table.
+func (l *bulkLoad) writeRuns() error {
 	revDone := make(chan error, 1)
 	var revPath string
 	go func() {
@@ -220,29 +226,34 @@ func (l *bulkLoad) writeTables() ([]string, error) {
 		return key, val
 	})
 	rerr := <-revDone
-	paths := nonEmpty(fwdPath, revPath)
 	if err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return paths, err
+		return err
 	}
+	l.runs[runForward] = append(l.runs[runForward], fwdPath)
+	l.runs[runReverse] = append(l.runs[runReverse], revPath)
 	l.exp = l.exp[:0]
 	for _, it := range l.items {
 		exp, err := bodyExpiry(it.v)
 		if err != nil {
-			return paths, err
+			return err
 		}
 		if exp.set {
 			l.exp = append(l.exp, expiringKey(exp.sec, exp.nsec, appendVersion(bytes.Clone(it.k), l.rev)))
 		}
 	}
 	if len(l.exp) == 0 {
-		return paths, nil
+		return nil
 	}
 	slices.SortFunc(l.exp, bytes.Compare)
 	expPath, err := l.writeTable(len(l.exp), func(i int) ([]byte, []byte) { return l.exp[i], nil })
-	return append(paths, nonEmpty(expPath)...), err
+	if err != nil {
+		return err
+	}
+	l.runs[runExpiring] = append(l.runs[runExpiring], expPath)
+	return nil
 }
 
 // writeReverse writes the chunk's reverse versions, sorted, as a table.
@@ -265,25 +276,13 @@ func (l *bulkLoad) writeReverse() (string, error) {
 	})
 }
 
-func nonEmpty(paths ...string) []string {
-	var out []string
-	for _, p := range paths {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // writeTable writes n sorted entries to a new table file and returns its path. It
 // is safe to call from two goroutines at once.
 func (l *bulkLoad) writeTable(n int, at func(i int) (k, v []byte)) (string, error) {
-	path := filepath.Join(l.tmp, fmt.Sprintf("%d-%d.sst", l.rev, l.written.Add(1)))
-	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	path, w, err := l.createTable()
 	if err != nil {
 		return "", err
 	}
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.s.popts.MakeWriterOptions(0, l.s.db.TableFormat()))
 	for i := range n {
 		k, v := at(i)
 		if err := w.Set(k, v); err != nil {
@@ -294,9 +293,19 @@ func (l *bulkLoad) writeTable(n int, at func(i int) (k, v []byte)) (string, erro
 	return path, w.Close()
 }
 
-// checkExisting fails if a relationship of the chunk has a live version already, or
-// was written by an earlier chunk of this load. The chunk is sorted, so the seeks move
-// forward through the database.
+// createTable creates a new table file in the load's folder.
+func (l *bulkLoad) createTable() (string, *sstable.Writer, error) {
+	path := filepath.Join(l.tmp, fmt.Sprintf("%d-%d.sst", l.rev, l.written.Add(1)))
+	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return "", nil, err
+	}
+	return path, sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.s.popts.MakeWriterOptions(0, l.s.db.TableFormat())), nil
+}
+
+// checkExisting fails if a relationship of the chunk has a live version already (one
+// that an earlier chunk of this load also has is found when the runs are merged).
+// The chunk is sorted, so the seeks move forward through the database.
 func (l *bulkLoad) checkExisting() error {
 	it, err := l.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagForward}, UpperBound: []byte{tagForward + 1}})
 	if err != nil {

@@ -48,6 +48,23 @@ func TestBulkLoad(t *testing.T) {
 	}
 }
 
+// TestBulkLoadLandsBelowL0: a load's chunks overlap one another, but the tables it
+// ingests do not, so a load into an empty store leaves nothing in L0 to compact.
+func TestBulkLoadLandsBelowL0(t *testing.T) {
+	setVar(t, &bulkChunk, 100)
+	s := openTest(t, Options{})
+	if _, err := s.BulkLoad(context.Background(), storetest.RelSeq(collect(t, generated(1000)), nil)); err != nil {
+		t.Fatal(err)
+	}
+	m := s.db.Metrics()
+	if n := m.Levels[0].TablesCount; n != 0 {
+		t.Errorf("the load left %d tables in L0, want none", n)
+	}
+	if n := countKeys(t, s, tagForward); n != 1000 {
+		t.Errorf("the load wrote %d forward keys, want 1000", n)
+	}
+}
+
 func TestBulkLoadFailsWhole(t *testing.T) {
 	ctx := context.Background()
 	setVar(t, &bulkChunk, 10)
@@ -98,7 +115,7 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 	mustWrite(t, s, store.Touch, existing)
 }
 
-// TestAbandonedBulkLoad stops a bulk load after it wrote chunks but before it
+// TestAbandonedBulkLoad stops a bulk load after it ingested its tables but before it
 // committed, as a crash would, and checks that Open removes them.
 func TestAbandonedBulkLoad(t *testing.T) {
 	ctx := context.Background()
@@ -123,6 +140,9 @@ func TestAbandonedBulkLoad(t *testing.T) {
 		}
 	}
 	if err := l.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ingestRuns(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.writeMu.Unlock()
