@@ -98,6 +98,9 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 		if e, ok := c.target.(error); ok && !errors.Is(err, e) || !ok && !errors.As(err, c.target) {
 			t.Fatalf("%s: bulk load returned %v, want %T", c.name, err, c.target)
 		}
+		if c.target == &exists && strings.HasPrefix(err.Error(), "pebble store") {
+			t.Errorf("%s: %q names the store, not only the relationship", c.name, err)
+		}
 		if h, _ := s.HeadRevision(ctx); h != head {
 			t.Fatalf("%s: failed bulk load moved the head from %d to %d", c.name, head, h)
 		}

@@ -3,6 +3,7 @@ package pebble
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -34,6 +35,9 @@ func (l *bulkLoad) ingestRuns(ctx context.Context) error {
 	var span [2][]byte
 	for kind, runs := range l.runs {
 		merged, err := l.merge(ctx, runs, kind == runForward)
+		if _, dup := errors.AsType[*store.AlreadyExistsError](err); dup {
+			return err // as a duplicate within a chunk is reported
+		}
 		if err != nil {
 			return fmt.Errorf("pebble store: bulk load: %w", err)
 		}
