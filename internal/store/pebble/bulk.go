@@ -82,10 +82,12 @@ func (s *Store) BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, e
 
 // bulkLoad is one BulkLoad in progress.
 type bulkLoad struct {
-	s     *Store
-	rev   uint64
-	tmp   string
-	spans [][2][]byte // forward key range the load ingested, for a rollback
+	s   *Store
+	rev uint64
+	tmp string
+	// chunks holds the forward key range of each chunk written; spans, those the load
+	// ingested, which a rollback removes.
+	chunks, spans [][2][]byte
 	// runs holds, by kind, each chunk's sorted table: merged at the end into tables
 	// that do not overlap (see ingestRuns).
 	runs [numRunKinds][]string
@@ -204,6 +206,7 @@ func (l *bulkLoad) flush(ctx context.Context) error {
 	if err := l.writeRuns(); err != nil {
 		return fmt.Errorf("pebble store: bulk load: %w", err)
 	}
+	l.chunks = append(l.chunks, [2][]byte{bytes.Clone(l.items[0].k), bytes.Clone(l.items[len(l.items)-1].k)})
 	l.items, l.arena = l.items[:0], l.arena[:0]
 	return nil
 }

@@ -32,7 +32,6 @@ const mergedTableBytes = 128 << 20
 // the same key twice.
 func (l *bulkLoad) ingestRuns(ctx context.Context) error {
 	var paths []string
-	var span [2][]byte
 	for kind, runs := range l.runs {
 		merged, err := l.merge(ctx, runs, kind == runForward)
 		if _, dup := errors.AsType[*store.AlreadyExistsError](err); dup {
@@ -41,10 +40,7 @@ func (l *bulkLoad) ingestRuns(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("pebble store: bulk load: %w", err)
 		}
-		if kind == runForward && len(merged.paths) > 0 {
-			span = [2][]byte{merged.first[:len(merged.first)-suffixLen], merged.last[:len(merged.last)-suffixLen]}
-		}
-		paths = append(paths, merged.paths...)
+		paths = append(paths, merged...)
 	}
 	if len(paths) == 0 {
 		return nil
@@ -52,25 +48,16 @@ func (l *bulkLoad) ingestRuns(ctx context.Context) error {
 	if err := l.s.db.Ingest(ctx, paths); err != nil {
 		return fmt.Errorf("pebble store: bulk load: %w", err)
 	}
-	l.spans = append(l.spans, span)
+	l.spans = l.chunks
 	return nil
 }
 
-// mergedRuns is what merge wrote: its tables and their first and last keys.
-type mergedRuns struct {
-	paths       []string
-	first, last []byte
-}
-
-// merge merges sorted runs into tables of about mergedTableBytes and removes the runs.
-// A single run is already such a table. With unique, a key in two runs fails the
-// merge with AlreadyExistsError.
-func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (mergedRuns, error) {
-	var out mergedRuns
+// merge merges sorted runs into tables of about mergedTableBytes, removes the runs
+// and returns the tables' paths. A single run is already such a table. With unique, a
+// key in two runs fails the merge with AlreadyExistsError.
+func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) ([]string, error) {
 	if len(runs) == 1 {
-		out.paths = runs
-		err := l.bounds(runs[0], &out)
-		return out, err
+		return runs, nil
 	}
 	h := &runHeap{cmp: l.s.popts.Comparer.Compare}
 	defer func() {
@@ -84,7 +71,7 @@ func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (merge
 	for _, p := range runs {
 		r, err := l.openRun(p)
 		if err != nil {
-			return out, err
+			return nil, err
 		}
 		if r.key == nil {
 			r.close()
@@ -93,6 +80,7 @@ func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (merge
 		h.runs = append(h.runs, r)
 	}
 	heap.Init(h)
+	var out []string
 	var w *sstable.Writer
 	var path string
 	closeTable := func() error {
@@ -101,9 +89,10 @@ func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (merge
 		}
 		err := w.Close()
 		w = nil
-		out.paths = append(out.paths, path)
+		out = append(out, path)
 		return err
 	}
+	var last []byte // with unique, the key written last
 	for n := 0; len(h.runs) > 0; n++ {
 		if n%bulkChunk == 0 {
 			if err := ctx.Err(); err != nil {
@@ -112,7 +101,7 @@ func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (merge
 			}
 		}
 		r := h.runs[0]
-		if out.last != nil && h.cmp(r.key, out.last) == 0 && unique {
+		if unique && last != nil && h.cmp(r.key, last) == 0 {
 			_ = closeTable()
 			return out, &store.AlreadyExistsError{Relationship: relationshipAt(r.key[:len(r.key)-suffixLen])}
 		}
@@ -126,10 +115,9 @@ func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (merge
 			_ = closeTable()
 			return out, err
 		}
-		if out.first == nil {
-			out.first = append([]byte(nil), r.key...)
+		if unique {
+			last = append(last[:0], r.key...)
 		}
-		out.last = append(out.last[:0], r.key...)
 		if w.Raw().EstimatedSize() >= mergedTableBytes {
 			if err := closeTable(); err != nil {
 				return out, err
@@ -147,25 +135,6 @@ func (l *bulkLoad) merge(ctx context.Context, runs []string, unique bool) (merge
 		}
 	}
 	return out, closeTable()
-}
-
-// bounds sets out's first and last keys to those of the run at path.
-func (l *bulkLoad) bounds(path string, out *mergedRuns) error {
-	r, err := l.openRun(path)
-	if err != nil {
-		return err
-	}
-	defer r.close()
-	if r.key == nil {
-		return nil
-	}
-	out.first = append([]byte(nil), r.key...)
-	kv := r.it.Last()
-	if kv == nil {
-		return r.it.Error()
-	}
-	out.last = append([]byte(nil), kv.K.UserKey...)
-	return nil
 }
 
 // runReader reads one sorted run, an entry at a time.
