@@ -82,11 +82,7 @@ func (c *calls) route(method string) *route {
 }
 
 func (c *calls) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = panicStatus(c.log, info.FullMethod, p)
-		}
-	}()
+	defer c.recoverCall(info.FullMethod, &err)
 	r := c.route(info.FullMethod)
 	ctx, meta := newCallMeta(ctx, r.counted)
 	defer meta.sendTrailer(func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }) // fails only when the call's stream is gone
@@ -111,11 +107,7 @@ func (c *calls) serveUnary(ctx context.Context, r *route, req any, handler grpc.
 }
 
 func (c *calls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = panicStatus(c.log, info.FullMethod, p)
-		}
-	}()
+	defer c.recoverCall(info.FullMethod, &err)
 	r := c.route(info.FullMethod)
 	ctx, meta := newCallMeta(ss.Context(), false)
 	defer meta.sendTrailer(ss.SetTrailer)
@@ -173,11 +165,14 @@ func (c *calls) latencyOf(r *route, code codes.Code) prometheus.Observer {
 	return o
 }
 
-// panicStatus logs a handler's panic with its stack and answers INTERNAL. It is the
-// last line of defence: handlers are written not to panic.
-func panicStatus(log *slog.Logger, method string, p any) error {
-	log.Error("panic in request handler", "method", method, "panic", p, "stack", string(debug.Stack()))
-	return status.Error(codes.Internal, "internal error")
+// recoverCall, deferred, turns a panic in method's call into INTERNAL in *err and
+// logs it with its stack. It is the last line of defence: handlers are written not to
+// panic.
+func (c *calls) recoverCall(method string, err *error) {
+	if p := recover(); p != nil {
+		c.log.Error("panic in request handler", "method", method, "panic", p, "stack", string(debug.Stack()))
+		*err = status.Error(codes.Internal, "internal error")
+	}
 }
 
 // exempt lists method prefixes served without a key: probes and tooling discovery,
