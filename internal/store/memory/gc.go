@@ -123,7 +123,7 @@ func (s *Store) victimsLocked(cutoff int64) []uint32 {
 		e := s.expiring.pop()
 		r := s.recs.at(e.rec)
 		// Skip entries whose record was deleted (its slot may even hold another record).
-		if r.created != 0 && r.deleted == liveOff && s.side.expires(r.side) == e.at {
+		if r.created != 0 && r.deleted == liveOff && s.expiresLocked(e.rec, r) == e.at {
 			r.created = 0
 			s.live--
 			victims = append(victims, e.rec)
@@ -226,7 +226,7 @@ func (s *Store) freeLocked(victims []uint32) {
 				unused = append(unused, x)
 			}
 		}
-		s.side.release(r.side)
+		s.side.release(idx)
 		*r = record{}
 		delete(s.olders, idx)
 		s.freeRecs = append(s.freeRecs, idx)

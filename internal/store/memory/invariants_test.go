@@ -73,6 +73,11 @@ func (s *Store) invariantsLocked() error {
 			return fmt.Errorf("record %d, in use %v, names %d as its older version but is in no version chain", idx, inUse(idx), older)
 		}
 	}
+	for idx := range s.side.entries {
+		if !inUse(idx) || !s.recs.at(idx).hasSide() {
+			return fmt.Errorf("record %d, in use %v, has a side entry but no side flag", idx, inUse(idx))
+		}
+	}
 	live := 0
 	refs := make([]uint32, len(s.in.refs))
 	refs[0] = 1
@@ -87,6 +92,9 @@ func (s *Store) invariantsLocked() error {
 		}
 		if r.deleted == liveOff {
 			live++
+		}
+		if _, ok := s.side.entries[uint32(idx)]; ok != r.hasSide() {
+			return fmt.Errorf("record %d has a side entry %v, side flag %v", idx, ok, r.hasSide())
 		}
 		k := s.recs.exactKey(&r)
 		for _, x := range [...]sym{k.resType, k.resID, k.relation, k.subjType, k.subjID, k.subjRel} {
@@ -120,7 +128,7 @@ func (s *Store) checkNameSlotsLocked() error {
 		if r.created == 0 {
 			continue
 		}
-		for _, n := range [...]nameSlot{r.resType, r.relation, r.subjType, r.subjRel} {
+		for _, n := range [...]nameSlot{r.resType, r.relation, r.subjType, r.subjRel &^ sideBit} {
 			if b, ok := rp.slotOf[rp.name(n)]; !ok || b != n {
 				return fmt.Errorf("record %d uses name slot %d, which is not bound to its symbol", idx, n)
 			}

@@ -162,7 +162,7 @@ func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []
 		}
 	}
 	for _, idx := range idxs {
-		x := s.materializeLocked(s.recs.at(idx))
+		x := s.materializeLocked(idx)
 		if q.afterCursor(x.Key()) {
 			*out = append(*out, x)
 		}
@@ -229,7 +229,7 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 			if !q.matchLocked(idx, true) {
 				continue
 			}
-			x := s.materializeLocked(s.recs.at(idx))
+			x := s.materializeLocked(idx)
 			if q.after == nil || store.CompareKeys(x.Key(), *q.after) > 0 {
 				p.acc = append(p.acc, x)
 			}

@@ -375,7 +375,7 @@ func (q *query) forwardCostLocked(limit int) int {
 func (q *query) matchLocked(idx uint32, checkResource bool) bool {
 	rp := &q.s.recs
 	r := rp.at(idx)
-	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.s.expiredAtLocked(r, q.now)) {
+	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.s.expiredAtLocked(idx, r, q.now)) {
 		return false
 	}
 	if checkResource {

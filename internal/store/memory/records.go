@@ -19,19 +19,20 @@ var revisionSpan uint64 = liveOff - 1
 
 // record is one version of one relationship. Records hold no pointers: ids are
 // symbols, types and relations slots of the name table (recordPages.name), the caveat
-// and expiration an index into a side table and the index links record indexes, so a
-// million records cost the garbage collector nothing to scan. Record 0 is never used,
-// which lets 0 end every list.
+// and expiration are in a side table by record index and the index links are record
+// indexes, so a million records cost the garbage collector nothing to scan. Record 0
+// is never used, which lets 0 end every list.
 type record struct {
 	resID, subjID sym
 	// Types and relations are few: 16-bit name slots where a symbol takes 32 bits.
+	// subjRel's top bit (sideBit) is not part of its slot: it says that the record has
+	// a caveat or an expiration, in Store.side.
 	resType, relation, subjType, subjRel nameSlot
 
-	side    uint32 // index into the side table (caveat, expiration); 0: neither
 	fwdNext uint32 // next record of the same forward chain
 	revNext uint32 // next record of the same reverse chain
 	// A record's previous version of the same key is in Store.olders: few records
-	// have one, and a field for it would make every record a tenth larger.
+	// have one, and a field for it would make every record an eighth larger.
 
 	// The revisions that wrote and ended this version, as offsets from Store.revBase:
 	// 32 bits where whole revisions take 64. created 0 marks a free slot; deleted is
@@ -44,13 +45,26 @@ func (r *record) visibleAt(off uint32) bool {
 	return r.created <= off && off < r.deleted
 }
 
-// expiredAtLocked reports whether record r's expiration is at or before now (unix ns).
-func (s *Store) expiredAtLocked(r *record, now int64) bool {
-	return r.side != 0 && s.side.expiredAt(r.side, now)
+// hasSide reports whether the record has a caveat or an expiration.
+func (r *record) hasSide() bool { return r.subjRel&sideBit != 0 }
+
+// expiresLocked returns the encoded expiration of record idx (r); 0: never.
+func (s *Store) expiresLocked(idx uint32, r *record) int64 {
+	if !r.hasSide() {
+		return 0
+	}
+	return s.side.expires(idx)
+}
+
+// expiredAtLocked reports whether record idx's (r's) expiration is at or before now
+// (unix ns).
+func (s *Store) expiredAtLocked(idx uint32, r *record, now int64) bool {
+	x := s.expiresLocked(idx, r)
+	return x != 0 && x <= now
 }
 
 const (
-	pageBits = 14 // 16384 records, 576 KiB, per page
+	pageBits = 14 // 16384 records, 512 KiB, per page
 	pageSize = 1 << pageBits
 	pageMask = pageSize - 1
 )
@@ -90,11 +104,16 @@ const (
 // store whose names come and go does not run out of slots.
 type nameSlot uint16
 
-// maxNames is how many distinct type and relation names a store can hold.
-const maxNames = 1 << 16
+// sideBit is the bit of a record's subjRel that is a flag (record.hasSide), not part of
+// the slot.
+const sideBit nameSlot = 1 << 15
 
-// name is the symbol of a name slot.
-func (rp *recordPages) name(n nameSlot) sym { return rp.names[n] }
+// maxNames is how many distinct type and relation names a store can hold: the slots
+// below sideBit.
+const maxNames = int(sideBit)
+
+// name is the symbol of a name slot (of a record's subjRel, without its flag).
+func (rp *recordPages) name(n nameSlot) sym { return rp.names[n&^sideBit] }
 
 // slot returns the name slot of symbol s, handing out a new one if needed; writers
 // have checked with checkNamesLocked that one is left.
@@ -273,10 +292,11 @@ var (
 	maxTime = time.Unix(0, math.MaxInt64)
 )
 
-// materializeLocked builds the relationship a record stores. Strings point into the
+// materializeLocked builds the relationship record idx stores. Strings point into the
 // interner's arena; the caveat context is copied so callers may keep or change it.
-func (s *Store) materializeLocked(r *record) rel.Relationship {
+func (s *Store) materializeLocked(idx uint32) rel.Relationship {
 	in, rp := s.in, &s.recs
+	r := rp.at(idx)
 	out := rel.Relationship{
 		Resource: rel.ObjectRef{Type: in.str(rp.name(r.resType)), ID: in.str(r.resID)},
 		Relation: in.str(rp.name(r.relation)),
@@ -285,9 +305,9 @@ func (s *Store) materializeLocked(r *record) rel.Relationship {
 			Relation: in.str(rp.name(r.subjRel)),
 		},
 	}
-	if r.side != 0 {
-		out.Caveat = s.side.caveat(r.side)
-		if x := s.side.expires(r.side); x != 0 {
+	if r.hasSide() {
+		out.Caveat = s.side.caveat(idx)
+		if x := s.side.expires(idx); x != 0 {
 			t := time.Unix(0, x).UTC()
 			out.Expiration = &t
 		}
@@ -360,8 +380,10 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) uint32 {
 		created: s.offLocked(rev), deleted: liveOff,
 	}
 	expires := encodeExpiration(x.Expiration)
-	r.side = s.side.add(x.Caveat, expires)
 	idx := s.allocLocked()
+	if s.side.add(idx, x.Caveat, expires) {
+		r.subjRel |= sideBit
+	}
 	ek := rp.exactKey(&r)
 	older, ei := s.exact.lookup(&s.recs, ek)
 	fk := rp.fwdKey(&r)

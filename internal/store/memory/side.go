@@ -14,84 +14,58 @@ type sideEntry struct {
 	expires  int64 // unix nanoseconds; 0: never expires
 }
 
-// sideTable holds the caveats and expirations of the records that have either. Few
-// relationships have one, so one uint32 index per record (0: neither) is cheaper than
-// an 8-byte expiration in every record, and a table of pointer-holding entries beside
-// the pointer-free records costs the garbage collector little.
+// sideTable holds the caveats and expirations of the records that have either, by
+// record index. Few relationships have one, so a sparse table beside the records is
+// cheaper than room for them in every record (a record says whether it has an entry:
+// record.hasSide), and its pointer-holding entries beside the pointer-free records
+// cost the garbage collector little.
 type sideTable struct {
-	entries []sideEntry // entry 0 is unused so that 0 means "no caveat, no expiration"
-	free    []uint32
+	entries map[uint32]sideEntry
 }
 
-// add stores a private copy of c (nil: none) with the encoded expiration (0: never)
-// and returns its index, or 0 when there is neither.
-func (t *sideTable) add(c *rel.Caveat, expires int64) uint32 {
+// add stores for record idx a private copy of c (nil: none) with the encoded
+// expiration (0: never), and reports whether there was either to store.
+func (t *sideTable) add(idx uint32, c *rel.Caveat, expires int64) bool {
 	if c == nil && expires == 0 {
-		return 0
-	}
-	if len(t.entries) == 0 {
-		t.entries = append(t.entries, sideEntry{})
+		return false
 	}
 	e := sideEntry{expires: expires}
 	if c != nil {
 		e.caveat, e.caveated = rel.Caveat{Name: c.Name, Context: copyContext(c.Context)}, true
 	}
-	if n := len(t.free); n > 0 {
-		idx := t.free[n-1]
-		t.free = t.free[:n-1]
-		t.entries[idx] = e
-		return idx
+	if t.entries == nil {
+		t.entries = map[uint32]sideEntry{}
 	}
-	t.entries = append(t.entries, e)
-	return uint32(len(t.entries) - 1)
+	t.entries[idx] = e
+	return true
 }
 
-// caveat returns a copy of the caveat at idx that the caller may keep and change, or
-// nil when there is none.
+// caveat returns a copy of record idx's caveat that the caller may keep and change, or
+// nil when it has none.
 func (t *sideTable) caveat(idx uint32) *rel.Caveat {
-	if idx == 0 || !t.entries[idx].caveated {
+	e, ok := t.entries[idx]
+	if !ok || !e.caveated {
 		return nil
 	}
-	e := t.entries[idx].caveat
-	return &rel.Caveat{Name: e.Name, Context: copyContext(e.Context)}
+	return &rel.Caveat{Name: e.caveat.Name, Context: copyContext(e.caveat.Context)}
 }
 
-// expires returns the encoded expiration at idx; 0: never.
-func (t *sideTable) expires(idx uint32) int64 {
-	if idx == 0 {
-		return 0
-	}
-	return t.entries[idx].expires
-}
+// expires returns record idx's encoded expiration; 0: never.
+func (t *sideTable) expires(idx uint32) int64 { return t.entries[idx].expires }
 
-// expiredAt reports whether the expiration at idx is at or before now (unix ns).
-func (t *sideTable) expiredAt(idx uint32, now int64) bool {
-	if idx == 0 {
-		return false
-	}
-	x := t.entries[idx].expires
-	return x != 0 && x <= now
-}
-
-// same reports whether the entry at idx (0: none) holds caveat c and expiration expires.
+// same reports whether record idx holds caveat c and expiration expires.
 func (t *sideTable) same(idx uint32, c *rel.Caveat, expires int64) bool {
-	if t.expires(idx) != expires {
+	e := t.entries[idx]
+	if e.expires != expires {
 		return false
 	}
-	caveated := idx != 0 && t.entries[idx].caveated
-	if !caveated || c == nil {
-		return !caveated && c == nil
+	if !e.caveated || c == nil {
+		return !e.caveated && c == nil
 	}
-	e := t.entries[idx].caveat
-	return e.Name == c.Name && len(e.Context) == len(c.Context) && reflect.DeepEqual(e.Context, c.Context)
+	return e.caveat.Name == c.Name && len(e.caveat.Context) == len(c.Context) && reflect.DeepEqual(e.caveat.Context, c.Context)
 }
 
-func (t *sideTable) release(idx uint32) {
-	if idx != 0 {
-		t.entries[idx] = sideEntry{}
-		t.free = append(t.free, idx)
-	}
-}
+func (t *sideTable) release(idx uint32) { delete(t.entries, idx) }
 
 // copyContext deep-copies a caveat context built of JSON-like values (maps, slices,
 // scalars), so the store never shares mutable state with its callers.

@@ -159,7 +159,7 @@ func TestCaveatContextKinds(t *testing.T) {
 	}
 }
 
-// TestTooManyNames: records keep types and relations in 16-bit name slots; a write
+// TestTooManyNames: records keep types and relations in 15-bit name slots; a write
 // that would need more fails with a clear error and changes nothing.
 func TestTooManyNames(t *testing.T) {
 	s := New(Options{GCInterval: -1})
@@ -171,7 +171,7 @@ func TestTooManyNames(t *testing.T) {
 	mustWrite(t, s, store.Create, rs...)
 	head := s.head
 	_, err := s.Write(context.Background(), nil, []store.Update{{Op: store.Create, Relationship: relationship("t0", "b", "r0", "s0", "y", "newrel")}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "at most 65536 distinct type and relation names") {
+	if err == nil || !strings.Contains(err.Error(), "at most 32768 distinct type and relation names") {
 		t.Fatalf("write of a name past the limit: %v", err)
 	}
 	if s.head != head {

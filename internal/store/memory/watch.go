@@ -63,7 +63,7 @@ func (s *Store) historyLocked(after, through uint64) []store.Change {
 			continue // a free slot
 		}
 		if created := s.absLocked(r.created); inRange(created) {
-			byRev[created] = append(byRev[created], store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(r)})
+			byRev[created] = append(byRev[created], store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(idx)})
 			touched[at{created, s.recs.exactKey(r)}] = true
 		}
 		if r.deleted != liveOff && inRange(s.absLocked(r.deleted)) {
@@ -73,7 +73,7 @@ func (s *Store) historyLocked(after, through uint64) []store.Change {
 	for _, idx := range deleted {
 		r := s.recs.at(idx)
 		if rev := s.absLocked(r.deleted); !touched[at{rev, s.recs.exactKey(r)}] {
-			byRev[rev] = append(byRev[rev], store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(r)})
+			byRev[rev] = append(byRev[rev], store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(idx)})
 		}
 	}
 	schema := map[uint64]bool{}

@@ -97,7 +97,7 @@ func (s *Store) checkCreates(updates []store.Update) error {
 		if u.Op != store.Create {
 			continue
 		}
-		if idx := s.currentLocked(u.Relationship.Key()); idx != 0 && !s.expiredAtLocked(s.recs.at(idx), now) {
+		if idx := s.currentLocked(u.Relationship.Key()); idx != 0 && !s.expiredAtLocked(idx, s.recs.at(idx), now) {
 			return &store.AlreadyExistsError{Relationship: u.Relationship}
 		}
 	}
@@ -141,7 +141,7 @@ func (s *Store) applyLocked(u store.Update, rev uint64) (c store.RelationshipCha
 		if cur == 0 {
 			return c, false
 		}
-		c = store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(s.recs.at(cur))}
+		c = store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(cur)}
 		s.endLocked(cur, rev)
 		return c, true
 	}
@@ -152,13 +152,12 @@ func (s *Store) applyLocked(u store.Update, rev uint64) (c store.RelationshipCha
 		s.endLocked(cur, rev)
 	}
 	s.insertLocked(u.Relationship, rev)
-	return store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(s.recs.at(s.currentLocked(k)))}, true
+	return store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(s.currentLocked(k))}, true
 }
 
 // sameLocked reports whether record idx already stores x's caveat and expiration.
 func (s *Store) sameLocked(idx uint32, x rel.Relationship) bool {
-	r := s.recs.at(idx)
-	return s.side.same(r.side, x.Caveat, encodeExpiration(x.Expiration))
+	return s.side.same(idx, x.Caveat, encodeExpiration(x.Expiration))
 }
 
 // DeleteByFilter deletes the relationships matching f at the head, in key order, at
@@ -202,7 +201,7 @@ func (s *Store) DeleteByFilter(ctx context.Context, preconditions []store.Precon
 	changes := make([]store.RelationshipChange, 0, len(keys))
 	for _, k := range keys {
 		if cur := s.currentLocked(k); cur != 0 {
-			changes = append(changes, store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(s.recs.at(cur))})
+			changes = append(changes, store.RelationshipChange{Op: store.ChangeDelete, Relationship: s.materializeLocked(cur)})
 			s.endLocked(cur, rev)
 		}
 	}
