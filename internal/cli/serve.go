@@ -106,7 +106,9 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	addDatastoreFlags(cmd, &cfg)
 	fs.StringVar(&logLevel, "log-level", "info", "debug (one line per call, with its request id), info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
-	fs.Var(newByteSize(&cfg.DispatchCacheMaxBytes, server.DefaultDispatchCacheMaxBytes), "dispatch-cache-max-bytes",
+	cacheSize := newByteSize(&cfg.DispatchCacheMaxBytes, 0) // 0: the engine's default
+	cacheSize.text = fmt.Sprintf("%dMiB, %dMiB with the memory engine", server.DefaultDispatchCacheMaxBytes>>20, server.DefaultMemoryDispatchCacheMaxBytes>>20)
+	fs.Var(cacheSize, "dispatch-cache-max-bytes",
 		"memory of the cache of check and subproblem answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
 	fs.StringVar(&cfg.GRPCTLSCertPath, "grpc-tls-cert-path", "", "PEM certificate to serve the gRPC API over TLS with (reloaded when the file changes)")
 	fs.StringVar(&cfg.GRPCTLSKeyPath, "grpc-tls-key-path", "", "PEM private key of --grpc-tls-cert-path")

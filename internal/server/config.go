@@ -34,6 +34,11 @@ const (
 	DefaultAdmissionWait               = 250 * time.Millisecond
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
 	DefaultDispatchCacheMaxBytes       = 32 << 20
+	// DefaultMemoryDispatchCacheMaxBytes is the dispatch cache over the memory engine,
+	// whose reads cost little more than a cache hit: there a larger cache buys nothing
+	// and holds memory (on the social workload, 16 MiB served as many checks per CPU
+	// second as 32 and 64 MiB, and the process took 15 MiB less than with 32).
+	DefaultMemoryDispatchCacheMaxBytes = 16 << 20
 	DefaultDatastoreBlockCacheBytes    = 64 << 20
 )
 
@@ -87,8 +92,9 @@ type Config struct {
 	MaxQueuedCheap, MaxQueuedExpensive     int
 	AdmissionWait                          time.Duration
 
-	// DispatchCacheMaxBytes is the memory of the cache of subproblem answers (0: the default;
-	// negative: no cache). It is allocated whole at start: the limit is the cost.
+	// DispatchCacheMaxBytes is the memory of the cache of subproblem answers (0: the default
+	// of the engine; negative: no cache). It is allocated whole at start: the limit is the
+	// cost.
 	DispatchCacheMaxBytes int64
 
 	// Cluster, when Enabled, makes this server one node of a cluster over a shared
@@ -198,6 +204,9 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxQueuedCheap, 8*c.MaxInflightCheap)
 	setDefault(&c.MaxQueuedExpensive, 8*c.MaxInflightExpensive)
 	setDefault(&c.AdmissionWait, DefaultAdmissionWait)
+	if c.DatastoreEngine == "memory" {
+		setDefault(&c.DispatchCacheMaxBytes, DefaultMemoryDispatchCacheMaxBytes)
+	}
 	setDefault(&c.DispatchCacheMaxBytes, DefaultDispatchCacheMaxBytes)
 	if c.MetricsAddr == "-" {
 		c.MetricsAddr = ""

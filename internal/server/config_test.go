@@ -14,6 +14,21 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("zero config: %v", err)
 	}
+	// The dispatch cache's default depends on the engine; a size given is kept.
+	for _, tc := range []struct {
+		cfg  Config
+		want int64
+	}{
+		{Config{}, DefaultDispatchCacheMaxBytes},
+		{Config{DatastoreEngine: "postgres"}, DefaultDispatchCacheMaxBytes},
+		{Config{DatastoreEngine: "memory"}, DefaultMemoryDispatchCacheMaxBytes},
+		{Config{DatastoreEngine: "memory", DispatchCacheMaxBytes: 64 << 20}, 64 << 20},
+		{Config{DatastoreEngine: "memory", DispatchCacheMaxBytes: -1}, -1},
+	} {
+		if got := tc.cfg.WithDefaults().DispatchCacheMaxBytes; got != tc.want {
+			t.Errorf("dispatch cache of %+v: %d bytes, want %d", tc.cfg, got, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
