@@ -98,21 +98,21 @@ func TestRequestTooLarge(t *testing.T) {
 }
 
 // A handler's panic becomes INTERNAL, frees the call's admission slot and still
-// sends the call's trailer.
+// sends the call's trailer, which counts no work done.
 func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	m := newMetrics(log)
 	c := newCalls(log, m, openAuthenticator(), newAdmission(Config{}.WithDefaults(), m))
 	unaryStream := &unaryTrailers{}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", "r1"))
-	_, err := c.unary(grpc.NewContextWithServerTransportStream(ctx, unaryStream), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"}, func(context.Context, any) (any, error) {
+	_, err := c.unary(grpc.NewContextWithServerTransportStream(ctx, unaryStream), nil, &grpc.UnaryServerInfo{FullMethod: v1.SchemaService_ReadSchema_FullMethodName}, func(context.Context, any) (any, error) {
 		panic("boom")
 	})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("unary panic: %v, want INTERNAL", err)
 	}
 	stream := &streamTrailers{ctx: ctx}
-	err = c.stream(nil, stream, &grpc.StreamServerInfo{FullMethod: "/x/Z"}, func(any, grpc.ServerStream) error { panic("boom") })
+	err = c.stream(nil, stream, &grpc.StreamServerInfo{FullMethod: v1.PermissionsService_ReadRelationships_FullMethodName}, func(any, grpc.ServerStream) error { panic("boom") })
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("stream panic: %v, want INTERNAL", err)
 	}
@@ -120,8 +120,11 @@ func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 		if id := tr.Get("x-request-id"); len(id) != 1 || id[0] != "r1" {
 			t.Errorf("%s call's trailer %v: want its request id r1", name, tr)
 		}
+		if d, c := counts(t, tr); d != 0 || c != 0 {
+			t.Errorf("%s call's trailer counts %d and %d: want 0 and 0", name, d, c)
+		}
 	}
-	if n := len(c.route("/x/Y").limiter.slots); n != 0 {
+	if n := len(c.route(v1.SchemaService_ReadSchema_FullMethodName).limiter.slots); n != 0 {
 		t.Errorf("%d admission slots held after the panics", n)
 	}
 }
@@ -129,7 +132,7 @@ func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 // unaryTrailers is a unary call's transport stream that keeps the trailer it is given.
 type unaryTrailers struct{ trailer metadata.MD }
 
-func (*unaryTrailers) Method() string               { return "/x/Y" }
+func (*unaryTrailers) Method() string               { return v1.SchemaService_ReadSchema_FullMethodName }
 func (*unaryTrailers) SetHeader(metadata.MD) error  { return nil }
 func (*unaryTrailers) SendHeader(metadata.MD) error { return nil }
 func (u *unaryTrailers) SetTrailer(md metadata.MD) error {

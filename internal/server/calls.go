@@ -31,9 +31,9 @@ import (
 // route is what the way through the server needs to know about one method.
 type route struct {
 	method  string
-	exempt  bool     // served without a key
-	counted bool     // the trailers carry the engine's work counts
-	limiter *limiter // nil: not admitted
+	exempt  bool      // served without a key
+	counts  countKind // what the trailers report of the call's work
+	limiter *limiter  // nil: not admitted
 	// latency holds the method's latency series by status code, made at first use
 	// so that /metrics lists only the codes a method has answered with.
 	latency [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Observer]
@@ -67,7 +67,7 @@ func (c *calls) newRoute(method string) *route {
 	return &route{
 		method:  method,
 		exempt:  isExempt(method),
-		counted: countedMethods[method],
+		counts:  countsOf(method),
 		limiter: c.adm.limiterFor(method),
 	}
 }
@@ -82,10 +82,11 @@ func (c *calls) route(method string) *route {
 }
 
 func (c *calls) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	defer c.recoverCall(info.FullMethod, &err)
 	r := c.route(info.FullMethod)
-	ctx, meta := newCallMeta(ctx, r.counted)
-	defer meta.sendTrailer(func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }) // fails only when the call's stream is gone
+	ctx, meta := newCallMeta(ctx, r.counts)
+	// The trailer goes after recoverCall has turned a panic into the call's error.
+	defer func() { meta.sendTrailer(err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }) }() // fails only when the call's stream is gone
+	defer c.recoverCall(info.FullMethod, &err)
 	start := time.Now()
 	resp, err = c.serveUnary(ctx, r, req, handler)
 	c.observe(ctx, r, start, err)
@@ -107,10 +108,10 @@ func (c *calls) serveUnary(ctx context.Context, r *route, req any, handler grpc.
 }
 
 func (c *calls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	defer c.recoverCall(info.FullMethod, &err)
 	r := c.route(info.FullMethod)
-	ctx, meta := newCallMeta(ss.Context(), false)
-	defer meta.sendTrailer(ss.SetTrailer)
+	ctx, meta := newCallMeta(ss.Context(), r.counts)
+	defer func() { meta.sendTrailer(err, ss.SetTrailer) }()
+	defer c.recoverCall(info.FullMethod, &err)
 	ss = &ctxStream{ServerStream: ss, ctx: ctx}
 	start := time.Now()
 	err = c.serveStream(ctx, r, srv, ss, handler)

@@ -117,8 +117,8 @@ func (m *metrics) traceCall(ctx context.Context, method string, code codes.Code,
 // requestID returns the call's request id (respmeta.go), else the client's
 // x-request-id, else a fresh random one.
 func requestID(ctx context.Context) string {
-	if id, ok := ctx.Value(requestIDCtxKey{}).(string); ok {
-		return id
+	if m := callMetaFrom(ctx); m != nil {
+		return m.id
 	}
 	if v := metadata.ValueFromIncomingContext(ctx, string(responsemeta.RequestID)); len(v) > 0 && v[0] != "" {
 		return v[0]

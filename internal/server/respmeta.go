@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/authzed/authzed-go/pkg/requestmeta"
@@ -16,20 +17,50 @@ import (
 )
 
 // Response metadata, as SpiceDB sends it (keys from authzed-go's responsemeta): every
-// call's request id (the client's x-request-id, or one made up for the call) and, on
-// checks, how many subproblems the engine evaluated and how many it took from its
-// cache; to a client that asks (zed version does), the server's version. SpiceDB
-// sends all of them as trailers and no response header, and so does latch, even for
-// a call whose handler panicked.
+// call's request id (the client's x-request-id, or one made up for the call); on every
+// call of the authzed API, its work counts: how many subproblems the engine evaluated
+// and how many it took from its cache; to a client that asks (zed version does), the
+// server's version. SpiceDB sends all of them as trailers and no response header, and
+// so does latch, even for a call whose handler panicked.
+//
+// The work counts are SpiceDB's "dispatched operations", which its hosted service bills
+// by. A call that evaluates permissions reports the engine's counts, and at least one
+// dispatch when it succeeds; any other call reports one dispatch when it succeeds. A
+// failed call reports what it counted before failing: nothing, for one refused before
+// its work (SpiceDB also counts one for a write its datastore refuses).
 
-// countedMethods are the calls whose trailers carry the engine's work counts.
-var countedMethods = map[string]bool{
+// countKind says what a method's trailers report of its work.
+type countKind uint8
+
+const (
+	countsNone   countKind = iota // no work counts: calls outside the authzed API
+	countsCall                    // one dispatch when the call succeeds
+	countsEngine                  // the engine's counts
+)
+
+// engineMethods are the calls whose work counts the engine keeps.
+var engineMethods = map[string]bool{
 	v1.PermissionsService_CheckPermission_FullMethodName:      true,
 	v1.PermissionsService_CheckBulkPermissions_FullMethodName: true,
 	v1.ExperimentalService_BulkCheckPermission_FullMethodName: true,
+	v1.PermissionsService_LookupResources_FullMethodName:      true,
+	v1.PermissionsService_LookupSubjects_FullMethodName:       true,
+	v1.PermissionsService_ExpandPermissionTree_FullMethodName: true,
 }
 
-type requestIDCtxKey struct{}
+// countsOf returns what method's trailers report of its work.
+func countsOf(method string) countKind {
+	switch {
+	case engineMethods[method]:
+		return countsEngine
+	case strings.HasPrefix(method, "/authzed.api.v1."):
+		return countsCall
+	default:
+		return countsNone
+	}
+}
+
+type callMetaCtxKey struct{}
 
 // serverVersion is the version of the latch module this binary was built from:
 // "(devel)" for a build from a source tree, as SpiceDB's own such builds report.
@@ -69,36 +100,56 @@ func (r *respMD) send(send func(metadata.MD)) {
 // callMeta is what a call's trailers report.
 type callMeta struct {
 	id      string
-	version bool          // the client asked for the server's version
-	stats   *engine.Stats // nil: the call reports no work counts
+	version bool // the client asked for the server's version
+	counts  countKind
+	stats   engine.Stats // the engine's counts, or the handler's (countDispatches)
 }
 
-// newCallMeta settles the call's request id and, for a call that reports the engine's
-// work counts, its Stats, and returns the context that carries them (for the logs and
-// spans of the call, and for the engine).
-func newCallMeta(ctx context.Context, counted bool) (context.Context, *callMeta) {
+// newCallMeta settles the call's request id and returns the context that carries it
+// with the call's work counts (for the logs and spans of the call, for the engine and
+// for handlers that count their own work).
+func newCallMeta(ctx context.Context, c countKind) (context.Context, *callMeta) {
 	m := &callMeta{
 		id:      requestID(ctx),
 		version: len(metadata.ValueFromIncomingContext(ctx, string(requestmeta.RequestServerVersion))) > 0,
+		counts:  c,
 	}
-	ctx = context.WithValue(ctx, requestIDCtxKey{}, m.id)
-	if counted {
-		m.stats = new(engine.Stats)
-		ctx = engine.WithStats(ctx, m.stats)
+	ctx = context.WithValue(ctx, callMetaCtxKey{}, m)
+	if c == countsEngine {
+		ctx = engine.WithStats(ctx, &m.stats)
 	}
 	return ctx, m
 }
 
-// sendTrailer hands the call's trailer to setTrailer.
-func (m *callMeta) sendTrailer(setTrailer func(metadata.MD)) {
+// callMetaFrom returns the callMeta of the call ctx belongs to, or nil.
+func callMetaFrom(ctx context.Context) *callMeta {
+	m, _ := ctx.Value(callMetaCtxKey{}).(*callMeta)
+	return m
+}
+
+// countDispatches reports n dispatches for the call ctx belongs to, for a handler
+// whose work SpiceDB counts by what it handled (WriteSchema: one per definition and
+// caveat).
+func countDispatches(ctx context.Context, n int) {
+	if m := callMetaFrom(ctx); m != nil {
+		m.stats.Dispatched.Store(int64(n))
+	}
+}
+
+// sendTrailer hands to setTrailer the trailer of a call that ended with err.
+func (m *callMeta) sendTrailer(err error, setTrailer func(metadata.MD)) {
 	t := respMDs.Get().(*respMD)
 	t.set(string(responsemeta.RequestID), m.id)
 	if m.version {
 		t.set(string(responsemeta.ServerVersion), serverVersion)
 	}
-	if m.stats != nil {
-		t.set(string(responsemeta.DispatchedOperationsCount), strconv.FormatInt(m.stats.Dispatched.Load(), 10))
-		t.set(string(responsemeta.CachedOperationsCount), strconv.FormatInt(m.stats.Cached.Load(), 10))
+	if m.counts != countsNone {
+		dispatched, cached := m.stats.Dispatched.Load(), m.stats.Cached.Load()
+		if err == nil && dispatched == 0 && cached == 0 {
+			dispatched = 1
+		}
+		t.set(string(responsemeta.DispatchedOperationsCount), strconv.FormatInt(dispatched, 10))
+		t.set(string(responsemeta.CachedOperationsCount), strconv.FormatInt(cached, 10))
 	}
 	t.send(setTrailer)
 }

@@ -32,9 +32,11 @@ func counts(t *testing.T, md metadata.MD) (dispatched, cached int) {
 }
 
 // Every call returns the client's x-request-id (or a new one) in its trailer, and, as
-// SpiceDB, nothing in its header; checks add SpiceDB's dispatched and cached operation
-// counts, which follow the engine's work: an evaluated check dispatches one operation
-// per subproblem, and the same check again is answered from the cache.
+// SpiceDB, nothing in its header, with SpiceDB's dispatched and cached operation
+// counts. A check's follow the engine's work: an evaluated check dispatches one
+// operation per subproblem, and the same check again is answered from the cache.
+// Other calls count one dispatch when they succeed (WriteSchema one per definition
+// and caveat), and a call refused before its work counts none.
 func TestResponseMetadataGRPC(t *testing.T) {
 	ts := start(t, nil)
 	ts.writeSchema(t, docSchema)
@@ -87,7 +89,7 @@ func TestResponseMetadataGRPC(t *testing.T) {
 		t.Errorf("bulk check: dispatched %d, cached %d; want 2 and 0", d, c)
 	}
 
-	// Other calls carry the request id but no counts, streams included.
+	// Other calls carry the request id and their counts, streams included.
 	// A client that asks for the server's version (zed version does) gets it too.
 	var schemaHeader, schemaTrailer metadata.MD
 	versionCtx := metadata.AppendToOutgoingContext(ctxT(t), string(requestmeta.RequestServerVersion), "1")
@@ -100,8 +102,22 @@ func TestResponseMetadataGRPC(t *testing.T) {
 	if v := trailer.Get(string(responsemeta.ServerVersion)); len(v) != 0 {
 		t.Errorf("server version %q sent unasked", v)
 	}
-	if d, c := counts(t, schemaTrailer); len(schemaTrailer.Get("x-request-id")) != 1 || d != -1 || c != -1 {
-		t.Errorf("ReadSchema trailer %v: want a request id and no counts", schemaTrailer)
+	if d, c := counts(t, schemaTrailer); len(schemaTrailer.Get("x-request-id")) != 1 || d != 1 || c != 0 {
+		t.Errorf("ReadSchema trailer %v: want a request id, 1 dispatched and 0 cached", schemaTrailer)
+	}
+	var writeTrailer metadata.MD
+	if _, err := ts.schema.WriteSchema(ctxT(t), &v1.WriteSchemaRequest{Schema: docSchema}, grpc.Trailer(&writeTrailer)); err != nil {
+		t.Fatal(err)
+	}
+	if d, c := counts(t, writeTrailer); d != strings.Count(docSchema, "definition ")+strings.Count(docSchema, "caveat ") || c != 0 {
+		t.Errorf("WriteSchema counts %d and %d: want one dispatch per definition and caveat", d, c)
+	}
+	var failedTrailer metadata.MD
+	if _, err := ts.perms.CheckPermission(ctxT(t), &v1.CheckPermissionRequest{Resource: obj("nope", "x"), Permission: "view", Subject: sub("user", "amy", "")}, grpc.Trailer(&failedTrailer)); err == nil {
+		t.Fatal("a check of an undefined type succeeded")
+	}
+	if d, c := counts(t, failedTrailer); d != 0 || c != 0 {
+		t.Errorf("refused check counts %d and %d: want 0 and 0", d, c)
 	}
 	stream, err := ts.perms.ReadRelationships(metadata.AppendToOutgoingContext(ctxT(t), "x-request-id", "req-2"),
 		&v1.ReadRelationshipsRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: "group"}})
@@ -116,6 +132,9 @@ func TestResponseMetadataGRPC(t *testing.T) {
 	}
 	if tr := stream.Trailer().Get("x-request-id"); len(tr) != 1 || tr[0] != "req-2" {
 		t.Errorf("ReadRelationships trailer x-request-id %q, want req-2", tr)
+	}
+	if d, c := counts(t, stream.Trailer()); d != 1 || c != 0 {
+		t.Errorf("ReadRelationships counts %d and %d: want 1 and 0", d, c)
 	}
 }
 

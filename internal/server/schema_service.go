@@ -53,6 +53,7 @@ func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaReq
 	if err != nil {
 		return nil, ss.s.status(err)
 	}
+	countDispatches(ctx, len(compiled.Definitions)+len(compiled.Caveats))
 	return &v1.WriteSchemaResponse{WrittenAt: tokenFor(rev)}, nil
 }
 
