@@ -226,7 +226,9 @@ func (s *Store) freeLocked(victims []uint32) {
 				unused = append(unused, x)
 			}
 		}
-		s.side.release(idx)
+		if r.hasSide() {
+			s.side.release(idx)
+		}
 		*r = record{}
 		delete(s.olders, idx)
 		s.freeRecs = append(s.freeRecs, idx)

@@ -135,8 +135,7 @@ func (s *Store) checkRoomLocked(n int, rels iter.Seq[rel.Relationship]) error {
 // applyLocked applies one checked update at rev and returns the change it made, for
 // watchers (ok is false when it changed nothing).
 func (s *Store) applyLocked(u store.Update, rev uint64) (c store.RelationshipChange, ok bool) {
-	k := u.Relationship.Key()
-	cur := s.currentLocked(k)
+	cur := s.currentLocked(u.Relationship.Key())
 	if u.Op == store.Delete {
 		if cur == 0 {
 			return c, false
@@ -151,8 +150,8 @@ func (s *Store) applyLocked(u store.Update, rev uint64) (c store.RelationshipCha
 		}
 		s.endLocked(cur, rev)
 	}
-	s.insertLocked(u.Relationship, rev)
-	return store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(s.currentLocked(k))}, true
+	idx := s.insertLocked(u.Relationship, rev)
+	return store.RelationshipChange{Op: store.ChangeTouch, Relationship: s.materializeLocked(idx)}, true
 }
 
 // sameLocked reports whether record idx already stores x's caveat and expiration.
