@@ -18,10 +18,10 @@ import (
 // overlapped the ones before it and went into L0, and Pebble spent the load and the
 // minutes after it compacting (14M relationships: 104 of 110 tables into L0, 1.7 GB
 // written by compactions during the load, and read amplification 10 to 14 and 600 MB
-// of compaction debt on 500 MB of data when it returned). So a load keeps each chunk's tables as sorted runs and, at its end,
-// merges each kind's runs into tables that do not overlap, which Pebble ingests at
-// once into the lowest level they fit: every key is written twice, and nothing is
-// left to compact.
+// of compaction debt on 500 MB of data when it returned). So a load keeps each
+// chunk's tables as sorted runs and, at its end, merges each kind's runs into tables
+// that do not overlap, which Pebble ingests at once into the lowest level they fit:
+// every key is written twice, and nothing is left to compact.
 
 // mergedTableBytes is about the size at which a merged table is closed and the next
 // begun.
