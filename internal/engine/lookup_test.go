@@ -765,3 +765,70 @@ definition doc {
 		t.Errorf("checked forwards, the exclusion gives %d results, walked back %d", len(large), len(small))
 	}
 }
+
+// TestLookupSubjectsYieldsSubjectsAsProven: a subject granted through a union, a
+// subject set and the first operand of an exclusion is yielded when it is found, so a
+// caller that stops at the first subject costs one group's members, not every group's;
+// a subject found only through a caveat waits for the whole set.
+func TestLookupSubjectsYieldsSubjectsAsProven(t *testing.T) {
+	const groups, members = 100, 10
+	rels := []string{"doc:d#banned@user:g00u0", "doc:d#viewer@user:c[flagged]"}
+	for g := range groups {
+		rels = append(rels, fmt.Sprintf("doc:d#viewer@group:g%02d#member", g))
+		for m := range members {
+			rels = append(rels, fmt.Sprintf("group:g%02d#member@user:g%02du%d", g, g, m))
+		}
+	}
+	s, reader := lookupFixture(t, `definition user {}
+caveat flagged(f bool) { f }
+definition group {
+	relation member: user | group#member
+}
+definition doc {
+	relation viewer: user | user with flagged | group#member
+	relation banned: user
+	permission view = viewer - banned
+}`, rels...)
+	eng := engine.New(engine.Config{})
+	lookup := func(limit int) ([]engine.FoundSubject, map[string]int) {
+		t.Helper()
+		cr := &idCountingReader{Reader: reader, ids: map[string]int{}, queries: map[string]int{}}
+		var found []engine.FoundSubject
+		errStop := errors.New("enough")
+		err := eng.LookupSubjects(context.Background(), s, cr, engine.LookupSubjectsRequest{
+			Resource: rel.ObjectRef{Type: "doc", ID: "d"}, Permission: "view", SubjectType: "user",
+		}, func(f engine.FoundSubject) error {
+			if len(found) == limit {
+				return errStop
+			}
+			found = append(found, f)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			t.Fatal(err)
+		}
+		return found, cr.queries
+	}
+	all, queries := lookup(groups*members + 1)
+	seen := map[string]bool{}
+	for i, f := range all {
+		want := engine.HasPermission
+		if f.ID == "c" {
+			want = engine.Conditional
+			if i != len(all)-1 {
+				t.Errorf("c, found through a caveat, came %dth of %d; want last", i+1, len(all))
+			}
+		}
+		if seen[f.ID] || f.ID == "g00u0" || f.Result.Membership != want {
+			t.Errorf("subject %s (%v) repeated, banned or with the wrong answer", f.ID, f.Result.Membership)
+		}
+		seen[f.ID] = true
+	}
+	if len(all) != groups*members || queries["member"] != groups {
+		t.Fatalf("whole lookup: %d subjects, %d group queries; want %d, %d", len(all), queries["member"], groups*members, groups)
+	}
+	first, queries := lookup(1)
+	if len(first) != 1 || first[0].ID != all[0].ID || queries["member"] != 1 {
+		t.Errorf("stopped at the first subject: %v after %d group queries; want %v after 1", first, queries["member"], all[0])
+	}
+}

@@ -30,8 +30,10 @@ type FoundSubject struct {
 
 // LookupSubjects expands the permission forwards from the resource into the set of
 // subjects of the requested type, with set algebra over wildcards: a wildcard minus
-// some subjects is reported as "*" with those subjects excluded. Concrete subjects are
-// yielded in id order, then the wildcard if any.
+// some subjects is reported as "*" with those subjects excluded. A subject is yielded
+// as soon as the walk proves it granted (see emitPath); the other concrete subjects
+// follow in id order once the whole set is known, then the wildcard if any. The order
+// is the same for the same revision and request, so a caller can page by counting.
 func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, yield func(FoundSubject) error) error {
 	target, err := subjectsTarget(s, req)
 	if err != nil {
@@ -40,14 +42,17 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	l := &subjectLookup{
 		ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,
 		memo: map[memoKey]*subjectSet{}, need: map[memoKey]int{}, onStack: map[memoKey]bool{},
+		yield: yield, sent: map[string]bool{},
 	}
-	set, err := l.relation(ctx, target, req.Resource.ID, e.maxDepth)
+	set, err := l.relation(ctx, target, req.Resource.ID, e.maxDepth, &emitPath{})
 	if err != nil {
 		return err
 	}
-	ids := make([]string, 0, len(set.concrete))
+	ids := make([]string, 0, len(set.concrete)-len(l.sent))
 	for id := range set.concrete {
-		ids = append(ids, id)
+		if !l.sent[id] {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -125,9 +130,62 @@ type subjectLookup struct {
 	onStack map[memoKey]bool
 	// low is the least depth left at which the current computation reached a set.
 	low int
+	// yield is the caller's; sent holds the subjects already given to it.
+	yield func(FoundSubject) error
+	sent  map[string]bool
 }
 
-func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string, depth int) (*subjectSet, error) {
+// emitPath is how the walk reached a set from the looked-up permission, when a
+// subject granted there without condition is granted in the whole answer as long as
+// the filters admit it: the path runs through unions, references, relationships
+// without caveats and arrows to any (each keeps such a subject granted), and through
+// the first operand of intersections and exclusions, whose other operands are
+// computed first and become filters. A nil path is one through anything else (a
+// caveat, an arrow to all), where a subject found proves nothing yet.
+type emitPath struct {
+	filters []pathFilter
+}
+
+// pathFilter is the other operands of an intersection (in: a subject must be granted
+// by them) or of an exclusion (a subject must have nothing there), as one set each.
+type pathFilter struct {
+	set *subjectSet
+	in  bool
+}
+
+// through is p continued into the first operand of an intersection (in) or exclusion
+// whose other operand is set.
+func (p *emitPath) through(set *subjectSet, in bool) *emitPath {
+	if p == nil {
+		return nil
+	}
+	return &emitPath{filters: append(slices.Clip(p.filters), pathFilter{set, in})}
+}
+
+// unless is p, or nil when the relationship it continues through has caveat c.
+func (p *emitPath) unless(c outcome) *emitPath {
+	if c.st != has {
+		return nil
+	}
+	return p
+}
+
+// found yields subject id, granted at the end of path p, when the filters show it is
+// granted in the whole answer and it has not been yielded yet.
+func (l *subjectLookup) found(p *emitPath, id string) error {
+	if p == nil || l.sent[id] {
+		return nil
+	}
+	for _, f := range p.filters {
+		if m := f.set.member(id).st; f.in && m != has || !f.in && m != no {
+			return nil
+		}
+	}
+	l.sent[id] = true
+	return l.yield(FoundSubject{ID: id, Result: Result{Membership: HasPermission}})
+}
+
+func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string, depth int, p *emitPath) (*subjectSet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -149,11 +207,11 @@ func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string,
 	var set *subjectSet
 	var err error
 	if r.IsPermission() {
-		if set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth); err == nil && set.parts != nil {
+		if set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth, p); err == nil && set.parts != nil {
 			set = set.clone() // merged: a rewrite reports one set
 		}
 	} else {
-		set, err = l.direct(ctx, r, id, depth)
+		set, err = l.direct(ctx, r, id, depth, p)
 	}
 	if err != nil {
 		return nil, err
@@ -163,6 +221,9 @@ func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string,
 		set = set.clone()
 		set.parts = parts
 		set.concrete.put(id, outHas) // a subject set is a member of itself
+		if err := l.found(p, id); err != nil {
+			return nil, err
+		}
 	}
 	l.memo[k], l.need[k] = set, depth-l.low+1
 	l.low = min(outer, l.low)
@@ -172,7 +233,7 @@ func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string,
 // direct is the subjects of relation r on id: those its relationships name (named)
 // and the members of the subject sets they name (out), united, and apart as parts
 // (subjectSet) when subject sets contributed.
-func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, depth int) (*subjectSet, error) {
+func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, depth int, p *emitPath) (*subjectSet, error) {
 	named, out := newSubjectSet(), newSubjectSet()
 	var parts []*subjectSet
 	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: []string{id}, Relation: r.Name}
@@ -191,13 +252,16 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, d
 				named.wild = or(named.wild, c)
 			} else {
 				named.concrete.put(s.Object.ID, or(named.concrete.get(s.Object.ID), c))
+				if err := l.found(p.unless(c), s.Object.ID); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if s.Relation == "" || s.Object.ID == rel.Wildcard {
 			continue
 		}
 		sdef := l.ev.s.Definition(s.Object.Type)
-		sub, err := l.relation(ctx, sdef.Relation(s.Relation), s.Object.ID, depth-1)
+		sub, err := l.relation(ctx, sdef.Relation(s.Relation), s.Object.ID, depth-1, p.unless(c))
 		if err != nil {
 			return nil, err
 		}
@@ -219,37 +283,56 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, d
 	return set, nil
 }
 
-func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*subjectSet, error) {
+func (l *subjectLookup) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int, p *emitPath) (*subjectSet, error) {
 	switch x.Kind {
 	case ir.Ref:
-		return l.relation(ctx, x.Rel, id, depth-1)
-	case ir.Union, ir.Intersection, ir.Exclusion:
-		acc, err := l.expr(ctx, def, x.Children[0], id, depth)
+		return l.relation(ctx, x.Rel, id, depth-1, p)
+	case ir.Union:
+		acc, err := l.expr(ctx, def, x.Children[0], id, depth, p)
 		if err != nil {
 			return nil, err
 		}
 		for _, c := range x.Children[1:] {
-			next, err := l.expr(ctx, def, c, id, depth)
+			next, err := l.expr(ctx, def, c, id, depth, p)
 			if err != nil {
 				return nil, err
 			}
-			switch x.Kind {
-			case ir.Union:
-				acc = unionSets(acc, next)
-			case ir.Intersection:
+			acc = unionSets(acc, next)
+		}
+		return acc, nil
+	case ir.Intersection, ir.Exclusion:
+		// The other operands first: they filter what the first one yields.
+		in := x.Kind == ir.Intersection
+		rest := make([]*subjectSet, len(x.Children)-1)
+		for i, c := range x.Children[1:] {
+			next, err := l.expr(ctx, def, c, id, depth, nil)
+			if err != nil {
+				return nil, err
+			}
+			rest[i], p = next, p.through(next, in)
+		}
+		acc, err := l.expr(ctx, def, x.Children[0], id, depth, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, next := range rest {
+			if in {
 				acc = intersectSets(acc, next)
-			default:
+			} else {
 				acc = excludeSets(acc, next)
 			}
 		}
 		return acc, nil
 	case ir.Arrow:
-		return l.arrow(ctx, def, x, id, depth)
+		return l.arrow(ctx, def, x, id, depth, p)
 	}
 	return newSubjectSet(), nil
 }
 
-func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*subjectSet, error) {
+func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int, p *emitPath) (*subjectSet, error) {
+	if x.ArrowKind == ir.ArrowAll {
+		p = nil // each target's subjects are intersected
+	}
 	f := store.Filter{ResourceType: def.Name, ResourceIDs: []string{id}, Relation: x.Tupleset}
 	var acc *subjectSet
 	for item, err := range l.ev.r.Query(ctx, f, store.QueryOptions{}) {
@@ -268,7 +351,7 @@ func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Exp
 			if err != nil {
 				return nil, err
 			}
-			if sub, err = l.relation(ctx, target, s.Object.ID, depth-1); err != nil {
+			if sub, err = l.relation(ctx, target, s.Object.ID, depth-1, p.unless(c)); err != nil {
 				return nil, err
 			}
 			sub = withCaveat(sub, c)

@@ -183,10 +183,11 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 }
 
 // LookupSubjects streams every subject of a type that has the permission on the
-// resource: concrete subjects in id order, then the wildcard (with the subjects it
-// excludes) if there is one. Unlike SpiceDB, optional_concrete_limit and optional_cursor
-// page the concrete subjects; the wildcard, which does not count against the limit,
-// comes with the page that ends the concrete subjects.
+// resource: each concrete subject as the engine proves it, then the wildcard (with the
+// subjects it excludes) if there is one. Unlike SpiceDB, optional_concrete_limit and
+// optional_cursor page the concrete subjects (a page stops the walk once it is full);
+// the wildcard, which does not count against the limit, comes with the page that ends
+// the concrete subjects.
 func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
 	ctx := stream.Context()
 	query := lookupQuery(req)
