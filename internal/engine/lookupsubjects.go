@@ -48,7 +48,7 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	if err != nil {
 		return err
 	}
-	ids := make([]string, 0, len(set.concrete)-len(l.sent))
+	ids := make([]string, 0, len(set.concrete))
 	for id := range set.concrete {
 		if !l.sent[id] {
 			ids = append(ids, id)

@@ -26,6 +26,10 @@ type groupPlan struct {
 	c, i   int  // its position in the type's idList, valid while posOK
 	posOK  bool // false after the lock was released: positions may have moved
 
+	// pending is the rest of a group larger than the batch that sorted it, in key
+	// order, handed over by the batches after it: a large group costs the memory of
+	// its record indexes, not of its relationships, and its first ones leave at once.
+	pending    []uint32
 	scratch    []uint32
 	scratchBuf [16]uint32
 }
@@ -35,14 +39,30 @@ func (p *groupPlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 	if p.scratch == nil {
 		p.scratch = p.scratchBuf[:0]
 	}
+	p.pending = q.handOverLocked(p.pending, out, want)
 	for groups := 0; groups < batchGroups && len(*out) < want; groups++ {
 		k, ok := p.next(q)
 		if !ok {
 			return true
 		}
-		p.scratch = q.collectGroupLocked(k, out, p.scratch)
+		p.scratch = q.collectGroupLocked(k, p.scratch)
+		p.pending = q.handOverLocked(p.scratch, out, want)
 	}
 	return false
+}
+
+// handOverLocked appends the relationships of idxs (a group's matches in key order)
+// after the cursor to out until it holds want, and returns the indexes left over.
+func (q *query) handOverLocked(idxs []uint32, out *[]rel.Relationship, want int) []uint32 {
+	for i, idx := range idxs {
+		if len(*out) == want {
+			return idxs[i:]
+		}
+		if x := q.s.materializeLocked(idx); q.afterCursor(x.Key()) {
+			*out = append(*out, x)
+		}
+	}
+	return nil
 }
 
 // next returns the next group to visit.
@@ -131,13 +151,14 @@ func (p *groupPlan) resource(q *query) sym {
 	return p.rid
 }
 
-// collectGroupLocked appends the group's matches after the cursor, in key order.
-func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []uint32) []uint32 {
+// collectGroupLocked returns the group's matches in key order, in scratch's storage;
+// none when the group is before the cursor.
+func (q *query) collectGroupLocked(k fwdKey, scratch []uint32) []uint32 {
 	s := q.s
 	if q.after != nil {
 		c := compareGroup(s.in, k, q.after)
 		if c < 0 {
-			return scratch
+			return scratch[:0]
 		}
 		if c > 0 {
 			q.after = nil
@@ -148,7 +169,7 @@ func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []
 		// One key to look up costs no more than finding the group's chain.
 		idxs = q.exactGroupLocked(k, idxs)
 	} else if ch, ok := s.fwd.get(&s.recs, k); !ok {
-		return scratch
+		return idxs
 	} else if q.exact && len(q.sidsByStr)*len(q.srels) < int(ch.n) {
 		idxs = q.exactGroupLocked(k, idxs)
 	} else {
@@ -159,12 +180,6 @@ func (q *query) collectGroupLocked(k fwdKey, out *[]rel.Relationship, scratch []
 		}
 		if len(idxs) > 1 {
 			slices.SortFunc(idxs, s.compareSubjects)
-		}
-	}
-	for _, idx := range idxs {
-		x := s.materializeLocked(idx)
-		if q.afterCursor(x.Key()) {
-			*out = append(*out, x)
 		}
 	}
 	return idxs
@@ -187,14 +202,21 @@ func (q *query) exactGroupLocked(k fwdKey, idxs []uint32) []uint32 {
 // compareSubjects orders two records of one group by subject type, id and relation.
 func (s *Store) compareSubjects(a, b uint32) int {
 	ra, rb := s.recs.at(a), s.recs.at(b)
-	in, rp := s.in, &s.recs
-	if c := strings.Compare(in.str(rp.name(ra.subjType)), in.str(rp.name(rb.subjType))); c != 0 {
+	if c := s.compareSyms(s.recs.name(ra.subjType), s.recs.name(rb.subjType)); c != 0 {
 		return c
 	}
-	if c := strings.Compare(in.str(ra.subjID), in.str(rb.subjID)); c != 0 {
+	if c := s.compareSyms(ra.subjID, rb.subjID); c != 0 {
 		return c
 	}
-	return strings.Compare(in.str(rp.name(ra.subjRel)), in.str(rp.name(rb.subjRel)))
+	return s.compareSyms(s.recs.name(ra.subjRel), s.recs.name(rb.subjRel))
+}
+
+// compareSyms orders two symbols by their strings; the same symbol needs no lookup.
+func (s *Store) compareSyms(a, b sym) int {
+	if a == b {
+		return 0
+	}
+	return strings.Compare(s.in.str(a), s.in.str(b))
 }
 
 // compareGroup compares a group with the resource part of a cursor key.

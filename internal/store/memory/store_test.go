@@ -118,6 +118,69 @@ func TestScanResumesAcrossWrites(t *testing.T) {
 	checkInvariants(t, s)
 }
 
+// TestLargeGroupAcrossBatches reads one group of more relationships than a batch
+// holds: each batch hands over at most batchItems of them, in key order, the rest of
+// the group waits as record indexes, and writes and GC between the batches change
+// nothing the reader's revision sees; a cursor inside the group resumes after it.
+func TestLargeGroupAcrossBatches(t *testing.T) {
+	s, c := newTestStore(t, time.Hour)
+	n := 3*batchItems + 7
+	var rs []rel.Relationship
+	for i := range n {
+		rs = append(rs, relationship("doc", "d", "viewer", "user", fmt.Sprintf("u%05d", (i*7919)%n), ""))
+	}
+	rs = append(rs, relationship("doc", "e", "viewer", "user", "u0", ""))
+	rev := mustWrite(t, s, store.Create, rs...)
+	f := store.Filter{ResourceType: "doc"}
+	want := readAll(t, s, rev, f)
+	if len(want) != n+1 || !slices.IsSortedFunc(want, store.CompareKeys) {
+		t.Fatalf("read %d relationships (sorted: %v), want %d sorted", len(want), slices.IsSortedFunc(want, store.CompareKeys), n+1)
+	}
+	q := new(query)
+	if err := q.start(context.Background(), s, uint64(rev), f, store.QueryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []rel.Relationship
+	if done, err := q.fill(&batch, 0); err != nil || done || len(batch) != batchItems {
+		t.Fatalf("first batch: %d relationships, done %v, %v; want %d, not done", len(batch), done, err, batchItems)
+	}
+	r, err := s.Reader(context.Background(), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []rel.Key
+	var cursor store.Cursor
+	for item, err := range r.Query(context.Background(), f, store.QueryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, item.Relationship.Key())
+		if len(got)%batchItems == 1 {
+			mustWrite(t, s, store.Delete, rs[len(got)])
+			mustWrite(t, s, store.Create, relationship("doc", "d", "viewer", "user", fmt.Sprint("new", len(got)), ""))
+			c.advance(time.Minute)
+			s.GC(c.Now())
+		}
+		if len(got) == batchItems+10 {
+			cursor = item.Cursor
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %d relationships across writes, want %d", len(got), len(want))
+	}
+	var rest []rel.Key
+	for item, err := range r.Query(context.Background(), f, store.QueryOptions{After: cursor}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, item.Relationship.Key())
+	}
+	if !slices.Equal(rest, want[batchItems+10:]) {
+		t.Fatalf("resumed inside the group: %d relationships, want %d", len(rest), len(want)-batchItems-10)
+	}
+	checkInvariants(t, s)
+}
+
 func TestExtremeExpirations(t *testing.T) {
 	s, _ := newTestStore(t, time.Hour)
 	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
