@@ -201,7 +201,19 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 	if r := l.readable(x); r != nil {
 		// The objects come from one query, in id order, a chunk at a time: the lookup
 		// never holds them all.
-		return l.directChunks(ctx, r, fn)
+		return inChunks(func(each func(string, outcome) error) error { return l.directEach(ctx, r, each) }, fn)
+	}
+	if a := arrowTarget(x); a != nil {
+		// The objects come from one query of the tupleset, in id order, once the
+		// target's objects are known.
+		sub, err := l.relation(ctx, x.TargetOn(a.Def))
+		if err != nil {
+			return err
+		}
+		sf := &store.SubjectFilter{Type: a.Type}
+		return inChunks(func(each func(string, outcome) error) error {
+			return l.walkBackEach(ctx, def.Name, x.TuplesetRel.Name, sf, sub, each)
+		}, fn)
 	}
 	res, err := l.expr(ctx, def, x)
 	if err != nil {
@@ -704,13 +716,34 @@ func (l *reverseLookup) readable(x *ir.Expr) *ir.Relation {
 	return x.Rel
 }
 
-// directChunks reads the objects whose relation r names the subject or a wildcard of
-// its type, in id order (the store's key order), and passes them to fn at least
-// lookupChunk at a time, never splitting one object's relationships.
-func (l *reverseLookup) directChunks(ctx context.Context, r *ir.Relation, fn func(results) error) error {
+// arrowTarget returns the one subject type of x's tupleset through which x, an arrow
+// to any, reaches objects (one on whose definition its target exists), or nil: for an
+// arrow to all, or when several types do.
+func arrowTarget(x *ir.Expr) *ir.AllowedSubject {
+	if x.Kind != ir.Arrow || x.ArrowKind != ir.ArrowAny {
+		return nil
+	}
+	var found *ir.AllowedSubject
+	for i := range x.TuplesetRel.Allowed {
+		a := &x.TuplesetRel.Allowed[i]
+		if a.Wildcard || x.TargetOn(a.Def) == nil || found != nil && found.Type == a.Type {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = a
+	}
+	return found
+}
+
+// inChunks passes the objects each finds (in id order, an object's relationships one
+// after another) to fn at least lookupChunk at a time, never splitting one object's
+// relationships.
+func inChunks(each func(func(id string, o outcome) error) error, fn func(results) error) error {
 	part := results{}
 	last := ""
-	err := l.directEach(ctx, r, func(id string, o outcome) error {
+	err := each(func(id string, o outcome) error {
 		if id != last && len(part) >= lookupChunk {
 			if err := fn(part); err != nil {
 				return err
@@ -799,6 +832,16 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 // objects in sub (narrowed by sf) and ORs into out each resource's outcome: the
 // relationship's caveat AND the subject object's outcome.
 func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, out results) error {
+	return l.walkBackEach(ctx, resType, relation, sf, sub, func(id string, o outcome) error {
+		out.put(id, or(out.get(id), o))
+		return nil
+	})
+}
+
+// walkBackEach passes to fn, in the store's key order, the resource of each
+// relationship of resType#relation whose subject is among the objects in sub
+// (narrowed by sf), with the relationship's caveat AND the subject object's outcome.
+func (l *reverseLookup) walkBackEach(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, fn func(id string, o outcome) error) error {
 	if len(sub) == 0 {
 		return nil
 	}
@@ -823,7 +866,9 @@ func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, 
 			}
 			o = and(c, o)
 		}
-		out.put(x.Resource.ID, or(out.get(x.Resource.ID), o))
+		if err := fn(x.Resource.ID, o); err != nil {
+			return err
+		}
 	}
 	return nil
 }
