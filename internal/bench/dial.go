@@ -180,9 +180,9 @@ func (emptyServer) CheckPermission(context.Context, *v1.CheckPermissionRequest) 
 	return constantCheck, nil
 }
 
-// StartEmpty starts an empty gRPC server (CheckPermission returns a constant, every
+// startEmpty starts an empty gRPC server (CheckPermission returns a constant, every
 // other method is unimplemented) on 127.0.0.1:0.
-func StartEmpty() (e Endpoint, stop func(), err error) {
+func startEmpty() (e Endpoint, stop func(), err error) {
 	return serveLoopback(emptyServer{})
 }
 

@@ -57,7 +57,7 @@ func benchChecks(b *testing.B, e Endpoint) {
 // BenchmarkEmptyServer measures the generator against a gRPC server that answers every
 // check with a constant: the ceiling of gRPC and this generator on this machine.
 func BenchmarkEmptyServer(b *testing.B) {
-	e, stop, err := StartEmpty()
+	e, stop, err := startEmpty()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func BenchmarkLatchInProcess(b *testing.B) {
 }
 
 func TestEmptyServerAnswersChecks(t *testing.T) {
-	e, stop, err := StartEmpty()
+	e, stop, err := startEmpty()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,23 @@ or, all in one process against latch's memory store:
 
   latch bench run workloads/social.yaml --in-process --users 10000 --html social.html`,
 	}
-	cmd.AddCommand(newBenchGenCommand(env), newBenchRunCommand(env), newBenchCompareCommand(env), newBenchReportCommand(env))
+	cmd.AddCommand(newBenchGenCommand(env), newBenchRunCommand(env), newBenchCompareCommand(env), newBenchReportCommand(env),
+		newBenchEmptyServerCommand(env))
 	return cmd
+}
+
+// newBenchEmptyServerCommand is the process `bench run --target empty` starts: the
+// empty server, until its standard input ends.
+func newBenchEmptyServerCommand(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:    "empty-server",
+		Short:  "Serve a constant-answer gRPC server on 127.0.0.1 until standard input ends (for bench run --target empty)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.ServeEmpty(cmd.Context(), env.In, env.Out)
+		},
+	}
 }
 
 // BenchGenConfig is a `latch bench gen` invocation.
@@ -157,8 +172,8 @@ type BenchRunConfig struct {
 	Client   ClientConfig
 	Workload string
 	// Target is "server" (the --endpoint addresses), "in-process" (a latch in this process, loaded
-	// with the workload's data set) or "empty" (an in-process gRPC server that answers
-	// every check with a constant: the ceiling).
+	// with the workload's data set) or "empty" (a gRPC server in a process of its own that
+	// answers every check with a constant: the ceiling).
 	Target string
 	Users  int // 0: the workload's
 	Seed   uint64
@@ -186,7 +201,8 @@ func newBenchRunCommand(env Env) *cobra.Command {
 --endpoint, or with --in-process against a latch started inside this process with the
 memory datastore and loaded with the workload's data set first, or with --target empty
 against a gRPC server that answers every check with a constant (the ceiling of this
-machine and generator).
+machine and generator), which runs in a process of its own as a server does and whose
+CPU the report shows unless --metrics-url names another server's.
 
 --endpoint HOST1:PORT,HOST2:PORT,... drives the nodes of a cluster, all with the same
 token and TLS settings: each node gets the same number of connections, and each worker
@@ -224,7 +240,7 @@ phase; -o writes the JSON result (for latch bench compare), --html a self-contai
 	benchEndpointUsage(cmd)
 	fs := cmd.Flags()
 	fs.BoolVar(&inProcess, "in-process", false, "start a latch (memory datastore) in this process, load the data set and run against it")
-	fs.StringVar(&cfg.Target, "target", "server", "server (the --endpoint), in-process, or empty (a constant-answer gRPC server)")
+	fs.StringVar(&cfg.Target, "target", "server", "server (the --endpoint), in-process, or empty (a constant-answer gRPC server in a process of its own)")
 	fs.IntVar(&cfg.Users, "users", 0, "size of the user id space and data set (default: the workload's users)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed of the request sequences")
 	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections the calls go over in turn, rounded up to the same number per endpoint")
@@ -258,11 +274,14 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 			Permify: &bench.PermifyTarget{URL: cfg.PermifyURL, Tenant: cfg.Tenant, Token: cfg.Client.Token},
 		}, env)
 	}
-	eps, stop, err := benchTarget(ctx, cfg)
+	eps, metricsURL, stop, err := benchTarget(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if cfg.MetricsURL == "" {
+		cfg.MetricsURL = metricsURL
+	}
 	conns, err := bench.DialEach(eps, cfg.Conns)
 	if err != nil {
 		return err
@@ -299,24 +318,31 @@ func runAndReport(ctx context.Context, cfg BenchRunConfig, w *bench.Workload, op
 	return writeOutputs(cfg, res)
 }
 
-func benchTarget(ctx context.Context, cfg BenchRunConfig) ([]bench.Endpoint, func(), error) {
+// benchTarget returns the endpoints of cfg's target, the URL of the metrics of the
+// empty server it started ("" for other targets), and stop.
+func benchTarget(ctx context.Context, cfg BenchRunConfig) ([]bench.Endpoint, string, func(), error) {
 	var (
-		ep   bench.Endpoint
-		stop func()
-		err  error
+		ep         bench.Endpoint
+		metricsURL string
+		stop       func()
+		err        error
 	)
 	switch cfg.Target {
 	case "server":
 		eps, err := endpointsOf(cfg.Client)
-		return eps, func() {}, err
+		return eps, "", func() {}, err
 	case "in-process":
 		ep, stop, err = bench.StartLatch(ctx)
 	case "empty":
-		ep, stop, err = bench.StartEmpty()
+		var exe string
+		if exe, err = os.Executable(); err != nil {
+			return nil, "", nil, fmt.Errorf("finding the latch binary to run the empty server: %w", err)
+		}
+		ep, metricsURL, stop, err = bench.StartEmptyProcess(exe)
 	default:
-		return nil, nil, fmt.Errorf("--target %q: want server, in-process or empty", cfg.Target)
+		return nil, "", nil, fmt.Errorf("--target %q: want server, in-process or empty", cfg.Target)
 	}
-	return []bench.Endpoint{ep}, stop, err
+	return []bench.Endpoint{ep}, metricsURL, stop, err
 }
 
 func targetName(cfg BenchRunConfig, addrs []string) string {

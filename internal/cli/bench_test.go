@@ -209,6 +209,19 @@ func TestBenchRunErrors(t *testing.T) {
 	}
 }
 
+// TestBenchRunAgainstEmptyServer runs the empty server in a process of its own (this
+// test binary, as TestMain lets it) and reports that process's CPU beside the rate.
+func TestBenchRunAgainstEmptyServer(t *testing.T) {
+	wl := filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(wl, []byte(clusterWorkload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := latch(t, "bench", "run", wl, "--target", "empty", "-q")
+	if r.code != 0 || !strings.Contains(r.out, "total ") || !strings.Contains(r.out, "server: ") || strings.Contains(r.out, "metrics:") {
+		t.Fatalf("bench run --target empty: exit %d, want a rate and the server's CPU; stdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	}
+}
+
 // clusterWorkload checks the permify data set's content.
 const clusterWorkload = `name: cluster
 users: 100
