@@ -58,9 +58,8 @@ func ServeEmpty(ctx context.Context, in io.Reader, out io.Writer) error {
 // over loopback from another process, its CPU apart from the generator's. An empty
 // server inside the generator's process answers without waking another process for
 // each call, which a server of its own cannot avoid, and so sets a ceiling no server
-// can reach. It returns
-// the server's endpoint, the URL of its Prometheus metrics, and stop, which ends the
-// process and waits for it.
+// can reach. It returns the server's endpoint, the URL of its Prometheus metrics, and
+// stop, which ends the process and waits for it.
 func StartEmptyProcess(exe string) (e Endpoint, metricsURL string, stop func(), err error) {
 	cmd := exec.Command(exe, "bench", "empty-server")
 	stdin, err := cmd.StdinPipe()

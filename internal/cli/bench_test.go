@@ -212,13 +212,22 @@ func TestBenchRunErrors(t *testing.T) {
 // TestBenchRunAgainstEmptyServer runs the empty server in a process of its own (this
 // test binary, as TestMain lets it) and reports that process's CPU beside the rate.
 func TestBenchRunAgainstEmptyServer(t *testing.T) {
-	wl := filepath.Join(t.TempDir(), "w.yaml")
+	dir := t.TempDir()
+	wl, out := filepath.Join(dir, "w.yaml"), filepath.Join(dir, "r.json")
 	if err := os.WriteFile(wl, []byte(clusterWorkload), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := latch(t, "bench", "run", wl, "--target", "empty", "-q")
-	if r.code != 0 || !strings.Contains(r.out, "total ") || !strings.Contains(r.out, "server: ") || strings.Contains(r.out, "metrics:") {
-		t.Fatalf("bench run --target empty: exit %d, want a rate and the server's CPU; stdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	r := latch(t, "bench", "run", wl, "--target", "empty", "-q", "-o", out)
+	if r.code != 0 {
+		t.Fatalf("bench run --target empty: exit %d, stderr:\n%s", r.code, r.err)
+	}
+	res, err := bench.ReadResult(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Phases[0]
+	if p.Total.Count == 0 || p.Server == nil || p.Server.Error != "" || p.Server.CPUCores <= 0 {
+		t.Errorf("want checks answered and the empty server's CPU; phase %+v, server %+v", p.Total, p.Server)
 	}
 }
 
