@@ -832,3 +832,33 @@ definition doc {
 		t.Errorf("stopped at the first subject: %v after %d group queries; want %v after 1", first, queries["member"], all[0])
 	}
 }
+
+// TestOrderedLookupGrantsTheSubjectSetItself: a subject set is a resource of its own
+// permission without its rewrite being checked, in an ordered lookup as in an unordered
+// one and a check. Here checking it would recurse through `perm0 = perm0 - ...` to the
+// depth limit.
+func TestOrderedLookupGrantsTheSubjectSetItself(t *testing.T) {
+	s, reader := lookupFixture(t, `definition user {}
+definition team {
+	relation member: user
+}
+definition doc {
+	relation parent: team
+	relation viewer: user
+	permission loop = loop - viewer
+	permission view = (parent->member - loop) & viewer
+}`, "doc:d#parent@team:t", "team:t#member@user:u")
+	eng := engine.New(engine.Config{MaxDepth: 12})
+	subj := rel.SubjectRef{Object: rel.ObjectRef{Type: "doc", ID: "d"}, Relation: "view"}
+	for _, ordered := range []bool{false, true} {
+		var got []string
+		err := eng.LookupResources(context.Background(), s, reader, engine.LookupResourcesRequest{ResourceType: "doc", Permission: "view", Subject: subj, Ordered: ordered},
+			func(f engine.FoundResource) error {
+				got = append(got, f.ID+" "+f.Result.Membership.String())
+				return nil
+			})
+		if err != nil || !slices.Equal(got, []string{"d HAS_PERMISSION"}) {
+			t.Errorf("ordered %v: LookupResources = %v, %v; want [d HAS_PERMISSION]", ordered, got, err)
+		}
+	}
+}
