@@ -203,9 +203,10 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 		// never holds them all.
 		return inChunks(func(each func(string, outcome) error) error { return l.directEach(ctx, r, each) }, fn)
 	}
-	if a := arrowTarget(x); a != nil {
+	if types := arrowTypes(x); x.ArrowKind == ir.ArrowAny && len(types) == 1 {
 		// The objects come from one query of the tupleset, in id order, once the
 		// target's objects are known.
+		a := types[0]
 		sub, err := l.relation(ctx, x.TargetOn(a.Def))
 		if err != nil {
 			return err
@@ -686,22 +687,12 @@ func (b *budgetReader) Query(ctx context.Context, f store.Filter, opts store.Que
 // which the subject holds the arrow's target.
 func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
 	out := results{}
-	ts := x.TuplesetRel
-	seen := map[string]bool{}
-	for _, a := range ts.Allowed {
-		if a.Wildcard || seen[a.Type] {
-			continue
-		}
-		seen[a.Type] = true
-		target := x.TargetOn(a.Def)
-		if target == nil {
-			continue
-		}
-		sub, err := l.relation(ctx, target)
+	for _, a := range arrowTypes(x) {
+		sub, err := l.relation(ctx, x.TargetOn(a.Def))
 		if err != nil {
 			return nil, err
 		}
-		if err := l.walkBack(ctx, def.Name, ts.Name, &store.SubjectFilter{Type: a.Type}, sub, out); err != nil {
+		if err := l.walkBack(ctx, def.Name, x.TuplesetRel.Name, &store.SubjectFilter{Type: a.Type}, sub, out); err != nil {
 			return nil, err
 		}
 	}
@@ -723,25 +714,21 @@ func (l *reverseLookup) readable(x *ir.Expr) *ir.Relation {
 	return x.Rel
 }
 
-// arrowTarget returns the one subject type of x's tupleset through which x, an arrow
-// to any, reaches objects (one on whose definition its target exists), or nil: for an
-// arrow to all, or when several types do.
-func arrowTarget(x *ir.Expr) *ir.AllowedSubject {
-	if x.Kind != ir.Arrow || x.ArrowKind != ir.ArrowAny {
+// arrowTypes returns the subject types of x's tupleset (an arrow's) through which x
+// reaches objects, each once: those, wildcards aside, on whose definition its target
+// exists.
+func arrowTypes(x *ir.Expr) []*ir.AllowedSubject {
+	if x.Kind != ir.Arrow {
 		return nil
 	}
-	var found *ir.AllowedSubject
+	var out []*ir.AllowedSubject
 	for i := range x.TuplesetRel.Allowed {
 		a := &x.TuplesetRel.Allowed[i]
-		if a.Wildcard || x.TargetOn(a.Def) == nil || found != nil && found.Type == a.Type {
-			continue
+		if !a.Wildcard && x.TargetOn(a.Def) != nil && !slices.ContainsFunc(out, func(b *ir.AllowedSubject) bool { return b.Type == a.Type }) {
+			out = append(out, a)
 		}
-		if found != nil {
-			return nil
-		}
-		found = a
 	}
-	return found
+	return out
 }
 
 // inChunks passes the objects each finds (in id order, an object's relationships one
