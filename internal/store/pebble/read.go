@@ -94,7 +94,7 @@ type query struct {
 	s     *Store
 	ctx   context.Context
 	rev   uint64
-	now   expiry
+	now   expiry // the clock, read at the first version that expires
 	f     store.Filter
 	limit int
 	yield func(store.Item, error) bool
@@ -129,7 +129,7 @@ func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts s
 		return nil, pooledIter{}, err
 	}
 	q := queryPool.Get().(*query)
-	q.s, q.ctx, q.rev, q.now, q.f, q.limit, q.yield = s, ctx, rev, expiryOf(s.opts.Now()), f, max(opts.Limit, 0), yield
+	q.s, q.ctx, q.rev, q.f, q.limit, q.yield = s, ctx, rev, f, max(opts.Limit, 0), yield
 	if opts.After != "" {
 		k, err := q.codec.Of(&q.f).Decode(opts.After)
 		if err != nil {
@@ -470,6 +470,9 @@ func (q *query) visible(v []byte) ([]byte, bool) {
 		if err != nil {
 			q.fail(err)
 			return nil, false
+		}
+		if exp.set && !q.now.set {
+			q.now = expiryOf(q.s.opts.Now())
 		}
 		if exp.expiredAt(q.now) {
 			return nil, false

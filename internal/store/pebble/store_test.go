@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -314,5 +315,35 @@ func TestComparer(t *testing.T) {
 	k := appendVersion(appendForward(nil, relationship("d", "i", "r", "u", "s", "").Key()), 5)
 	if fs, rev, ok := parseVersioned(k); !ok || rev != 5 || !bytes.Equal(fs[fSubjID], []byte("s")) {
 		t.Fatalf("parseVersioned(%q) = %q, %d, %v", k, fs, rev, ok)
+	}
+}
+
+// TestCheckOfAbsentKeyReadsNoBlocks checks that a check's lookup of a relationship
+// that is not stored is ruled out by the table's bloom filter. Bulk-loaded and
+// compacted data lives in L6, whose filters Pebble skips unless the iterator asks.
+func TestCheckOfAbsentKeyReadsNoBlocks(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	rev, err := s.BulkLoad(ctx, generated(20000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Compact(ctx, []byte{tagForward}, []byte{tagReverse + 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	doc := fmt.Sprintf("doc-%08x", mix32(7))
+	users := []string{"user-not-stored", "user-7", "user-8"}
+	before := s.db.Metrics().Filter.Hits
+	for _, user := range users {
+		got := readAll(t, s, rev, store.Filter{
+			ResourceType: "document", ResourceIDs: []string{doc}, Relation: "viewer",
+			Subject: &store.SubjectFilter{Type: "user", IDs: []string{user}, RelationSet: true},
+		})
+		if len(got) != 0 {
+			t.Fatalf("check of absent %s on %s found %v", user, doc, got)
+		}
+	}
+	if hits := s.db.Metrics().Filter.Hits - before; hits != int64(len(users)) {
+		t.Fatalf("%d checks of absent relationships: the bloom filters ruled out %d", len(users), hits)
 	}
 }
