@@ -31,10 +31,7 @@ func convertMessage[T proto.Message](src proto.Message, dst T) (T, error) {
 
 func (e *experimentalService) BulkImportRelationships(stream v1.ExperimentalService_BulkImportRelationshipsServer) error {
 	s := e.perms.s
-	n, err := s.importRelationships(stream.Context(), func() ([]*v1.Relationship, error) {
-		req, err := stream.Recv()
-		return req.GetRelationships(), err
-	})
+	n, err := s.importRelationships(stream)
 	if err != nil {
 		return s.status(err)
 	}

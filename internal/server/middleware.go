@@ -119,7 +119,8 @@ func validationStatus(err error) error {
 // authzed API's requests, records the failure instead of returning it, and the
 // handlers, wrapped by invalidOnDecodeError, answer INVALID_ARGUMENT.
 
-// decodeCodec is grpc-go's proto codec, recording undecodable authzed requests.
+// decodeCodec is grpc-go's proto codec, recording undecodable authzed requests and
+// leaving a rawMessage undecoded.
 type decodeCodec struct{ encoding.CodecV2 }
 
 // undecodable maps a request message that failed to decode to why. Entries live
@@ -129,6 +130,13 @@ var undecodable sync.Map
 func newDecodeCodec() decodeCodec { return decodeCodec{encoding.GetCodecV2(protoenc.Name)} }
 
 func (c decodeCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if raw, ok := v.(*rawMessage); ok {
+		raw.b = raw.b[:0]
+		for _, buf := range data {
+			raw.b = append(raw.b, buf.ReadOnlyData()...)
+		}
+		return nil
+	}
 	err := c.CodecV2.Unmarshal(data, v)
 	if err == nil {
 		return nil
@@ -148,9 +156,14 @@ func decoded(v any, err error) error {
 		return err
 	}
 	if cause, ok := undecodable.LoadAndDelete(v); ok {
-		return status.Error(codes.InvalidArgument, apierr.Bound(fmt.Sprintf("the request could not be decoded: %v", cause)))
+		return undecodableStatus(cause.(error))
 	}
 	return nil
+}
+
+// undecodableStatus is the answer to a request that could not be decoded.
+func undecodableStatus(cause error) error {
+	return status.Error(codes.InvalidArgument, apierr.Bound(fmt.Sprintf("the request could not be decoded: %v", cause)))
 }
 
 // invalidOnDecodeError returns a copy of sd whose handlers report a request the
