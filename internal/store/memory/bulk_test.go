@@ -153,3 +153,27 @@ func TestBulkLoadFailsWhole(t *testing.T) {
 	}
 	checkInvariants(t, s)
 }
+
+// BenchmarkIndexResize rebuilds the exact and forward indexes of 1.5 million
+// relationships, as a load does each time one fills up.
+func BenchmarkIndexResize(b *testing.B) {
+	s := New(Options{})
+	_, err := s.BulkLoad(context.Background(), func(yield func(rel.Relationship, error) bool) {
+		for i := range 1_500_000 {
+			r := rel.Relationship{
+				Resource: rel.ObjectRef{Type: "document", ID: fmt.Sprintf("d%d", i/7)}, Relation: "viewer",
+				Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("u%d", (i*7919)%100_000)}},
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		s.exact.resize(&s.recs)
+		s.fwd.resize(&s.recs)
+	}
+}

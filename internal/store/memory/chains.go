@@ -91,14 +91,18 @@ func (x *chainIndex[K]) place(h uint64, c chain) {
 
 // resize rebuilds the table without dead slots, at its tableSize.
 func (x *chainIndex[K]) resize(recs *recordPages) {
-	old := x.slots
-	n := tableSize(x.used)
-	x.slots, x.tags, x.dead = make([]chain, n), make([]uint8, n), 0
-	for _, c := range old {
+	live := x.slots[:0] // the old table, gathered in place
+	for _, c := range x.slots {
 		if c.head != emptySlot && c.head != deadSlot {
-			x.place(x.hash(x.keyOf(recs, recs.at(c.head))), c)
+			live = append(live, c)
 		}
 	}
+	n := tableSize(x.used)
+	x.slots, x.tags, x.dead = make([]chain, n), make([]uint8, n), 0
+	rehashInOrder(live, x.slots[:len(live)],
+		func(c chain) uint32 { return c.head },
+		func(c chain) uint64 { return x.hash(x.keyOf(recs, recs.at(c.head))) },
+		x.place)
 }
 
 // del forgets k's chain.

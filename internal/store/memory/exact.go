@@ -132,12 +132,53 @@ func (x *exactIndex) place(h uint64, idx uint32) {
 
 // resize rebuilds the table without dead slots, at its tableSize.
 func (x *exactIndex) resize(recs *recordPages) {
-	old := x.slots
+	live := x.slots[:0] // the old table, gathered in place
+	for _, v := range x.slots {
+		if v != emptySlot && v != deadSlot {
+			live = append(live, v)
+		}
+	}
 	n := tableSize(x.used)
 	x.slots, x.tags, x.dead = make([]uint32, n), make([]uint8, n), 0
-	for _, v := range old {
-		if v != emptySlot && v != deadSlot {
-			x.place(x.hash(recs.exactKey(recs.at(v))), v)
+	rehashInOrder(live, x.slots[:len(live)],
+		func(v uint32) uint32 { return v },
+		func(v uint32) uint64 { return x.hash(recs.exactKey(recs.at(v))) },
+		x.place)
+}
+
+// rehashInOrder places the live entries of a table being rebuilt (each leading to the
+// record head returns), rehashed from their records' keys. It reads the records in
+// index order, where they stream through memory (in slot order each read would be a
+// cache miss), and hashes a group of entries before placing them. scratch, as long as
+// live, is the new table's first slots: the sort's buffer, zeroed again after it.
+func rehashInOrder[T any](live, scratch []T, head func(T) uint32, hash func(T) uint64, place func(uint64, T)) {
+	// A radix sort, a byte of the head at a time: four passes, each back and forth
+	// between live and scratch, so that the result ends in live.
+	for shift := 0; shift < 32; shift += 8 {
+		var start [257]int
+		for _, v := range live {
+			start[(head(v)>>shift)&0xff+1]++
+		}
+		for i := 1; i < len(start); i++ {
+			start[i] += start[i-1]
+		}
+		for _, v := range live {
+			d := (head(v) >> shift) & 0xff
+			scratch[start[d]] = v
+			start[d]++
+		}
+		live, scratch = scratch, live
+	}
+	clear(scratch)
+	var hs [1024]uint64
+	for len(live) > 0 {
+		group := live[:min(len(live), len(hs))]
+		live = live[len(group):]
+		for i, v := range group {
+			hs[i] = hash(v)
+		}
+		for i, v := range group {
+			place(hs[i], v)
 		}
 	}
 }
