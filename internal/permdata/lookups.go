@@ -1,6 +1,7 @@
 package permdata
 
 import (
+	"container/heap"
 	"context"
 	"slices"
 
@@ -39,50 +40,105 @@ func EachEntity(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader
 // requested type and relation that some relationship at r names, less the wildcard's
 // exclusions; "*" itself is never returned.
 func LookupSubjects(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader, req engine.LookupSubjectsRequest) ([]string, error) {
-	var ids []string
+	ids, _, err := LookupSubjectsPage(ctx, e, s, r, req, "", 0)
+	return ids, err
+}
+
+// LookupSubjectsPage is one page of LookupSubjects, in id order: the first size ids
+// after after (all of them when size is 0), and whether more follow. It holds the
+// page, not the answer: the ids are kept in a bounded heap as the lookup finds them.
+func LookupSubjectsPage(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader, req engine.LookupSubjectsRequest, after string, size int) (ids []string, more bool, err error) {
+	page := newIDPage(after, size)
 	var wildcard *engine.FoundSubject
-	err := e.LookupSubjects(ctx, s.IR, r, req, func(f engine.FoundSubject) error {
+	err = e.LookupSubjects(ctx, s.IR, r, req, func(f engine.FoundSubject) error {
 		switch {
 		case f.Result.Membership != engine.HasPermission:
 		case f.ID == rel.Wildcard:
 			wildcard = &f
 		default:
-			ids = append(ids, f.ID)
+			page.add(f.ID)
 		}
 		return nil
 	})
-	if err != nil || wildcard == nil {
-		return ids, err
-	}
-	excluded := map[string]bool{}
-	for _, x := range wildcard.Excluded {
-		excluded[x.ID] = true
-	}
-	known, err := knownSubjects(ctx, r, req.SubjectType, req.SubjectRelation)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	for _, id := range known {
-		if !excluded[id] {
-			ids = append(ids, id)
+	if wildcard != nil {
+		excluded := map[string]bool{}
+		for _, x := range wildcard.Excluded {
+			excluded[x.ID] = true
+		}
+		f := store.Filter{Subject: &store.SubjectFilter{Type: req.SubjectType, Relation: req.SubjectRelation, RelationSet: true}}
+		for it, err := range r.Query(ctx, f, store.QueryOptions{}) {
+			if err != nil {
+				return nil, false, err
+			}
+			if id := it.Relationship.Subject.Object.ID; id != rel.Wildcard && !excluded[id] {
+				page.add(id)
+			}
 		}
 	}
-	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	ids, more = page.result()
+	return ids, more, nil
 }
 
-// knownSubjects lists the ids of the subjects of type typ and relation relation that
-// relationships at r name, wildcards aside, once for each relationship.
-func knownSubjects(ctx context.Context, r store.Reader, typ, relation string) ([]string, error) {
-	var ids []string
-	f := store.Filter{Subject: &store.SubjectFilter{Type: typ, Relation: relation, RelationSet: true}}
-	for it, err := range r.Query(ctx, f, store.QueryOptions{}) {
-		if err != nil {
-			return nil, err
-		}
-		if id := it.Relationship.Subject.Object.ID; id != rel.Wildcard {
-			ids = append(ids, id)
-		}
+// idPage collects the least distinct ids after a bound, up to a size (unbounded when
+// 0) and one more, to tell whether more follow. Bounded, it keeps them in a max-heap,
+// whose greatest id a lesser one replaces; an id turned out this way never returns,
+// as the greatest kept only decreases.
+type idPage struct {
+	after string
+	size  int
+	ids   []string // a max-heap when size is set
+	kept  map[string]bool
+}
+
+func newIDPage(after string, size int) *idPage {
+	return &idPage{after: after, size: size, kept: map[string]bool{}}
+}
+
+func (p *idPage) add(id string) {
+	if id <= p.after || p.kept[id] {
+		return
 	}
-	return ids, nil
+	if p.size == 0 {
+		p.ids = append(p.ids, id)
+		p.kept[id] = true
+		return
+	}
+	if len(p.ids) <= p.size {
+		p.kept[id] = true
+		heap.Push((*maxHeap)(&p.ids), id)
+		return
+	}
+	if id >= p.ids[0] {
+		return
+	}
+	delete(p.kept, p.ids[0])
+	p.kept[id] = true
+	p.ids[0] = id
+	heap.Fix((*maxHeap)(&p.ids), 0)
+}
+
+// result returns the page in id order and whether more ids follow it.
+func (p *idPage) result() ([]string, bool) {
+	slices.Sort(p.ids)
+	if p.size > 0 && len(p.ids) > p.size {
+		return p.ids[:p.size], true
+	}
+	return p.ids, false
+}
+
+// maxHeap is a heap of strings, greatest first.
+type maxHeap []string
+
+func (h maxHeap) Len() int           { return len(h) }
+func (h maxHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h maxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *maxHeap) Push(x any)        { *h = append(*h, x.(string)) }
+func (h *maxHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/latch-authz/latch/internal/engine"
@@ -188,6 +191,44 @@ func TestCheckTuple(t *testing.T) {
 		}
 		if err := s.CheckTuple(r); (err == nil) != tc.ok {
 			t.Errorf("CheckTuple(%s) = %v; want ok=%v", tc.tuple, err, tc.ok)
+		}
+	}
+}
+
+// TestIDPage checks the bounded page against sorting every id: for random ids with
+// repeats, each page after a bound holds the least ids above it, and says rightly
+// whether more follow.
+func TestIDPage(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 11))
+	for trial := range 300 {
+		n := rnd.IntN(60)
+		var ids []string
+		for range n {
+			ids = append(ids, fmt.Sprintf("u%02d", rnd.IntN(40)))
+		}
+		all := slices.Compact(slices.Sorted(slices.Values(ids)))
+		after := ""
+		if rnd.IntN(2) == 0 {
+			after = fmt.Sprintf("u%02d", rnd.IntN(40))
+		}
+		size := rnd.IntN(8)
+		want := all[:0:0]
+		for _, id := range all {
+			if id > after {
+				want = append(want, id)
+			}
+		}
+		wantMore := size > 0 && len(want) > size
+		if wantMore {
+			want = want[:size]
+		}
+		p := newIDPage(after, size)
+		for _, id := range ids {
+			p.add(id)
+		}
+		got, more := p.result()
+		if !slices.Equal(got, want) || more != wantMore {
+			t.Fatalf("trial %d: page of %d after %q from %v = %v (more %v), want %v (more %v)", trial, size, after, ids, got, more, want, wantMore)
 		}
 	}
 }

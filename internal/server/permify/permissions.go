@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/fnv"
-	"slices"
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
@@ -256,8 +255,8 @@ func (h *Handler) lookupEntityStream(ctx context.Context, t *tenant, body []byte
 }
 
 // lookupSubject lists the subject ids with the permission, a wildcard grant expanded
-// into the subjects the tenant's relationships name (permdata.LookupSubjects), one page
-// in id order after the continuous_token.
+// into the subjects the tenant's relationships name (permdata.LookupSubjectsPage), one
+// page in id order after the continuous_token.
 func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
 		lookupPage
@@ -278,22 +277,15 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 		return nil, err
 	}
 	sr := req.SubjectReference.rel()
-	ids, err := permdata.LookupSubjects(ctx, eng, v, r, engine.LookupSubjectsRequest{
+	ids, more, err := permdata.LookupSubjectsPage(ctx, eng, v, r, engine.LookupSubjectsRequest{
 		Resource: rel.ObjectRef{Type: req.Entity.Type, ID: req.Entity.ID}, Permission: req.Permission,
 		SubjectType: sr.Object.Type, SubjectRelation: sr.Relation, Context: req.Context.caveatContext(),
-	})
+	}, after, max(req.PageSize, 0))
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	i, found := slices.BinarySearch(ids, after)
-	if found {
-		i++
-	}
-	ids, next := ids[i:], ""
-	if req.PageSize > 0 && len(ids) > req.PageSize {
-		ids = ids[:req.PageSize]
+	next := ""
+	if more {
 		next = continuousToken(q, ids[len(ids)-1])
 	}
 	return map[string]any{"subject_ids": nonNil(ids), "continuous_token": next}, nil
