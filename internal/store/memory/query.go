@@ -43,7 +43,7 @@ var queryPool = sync.Pool{New: func() any { return new(query) }}
 type query struct {
 	s     *Store
 	rev   uint64
-	now   int64
+	now   int64 // the clock (unix ns), read at the first record that expires; 0 before
 	f     store.Filter
 	limit int
 	codec store.LazyCursorCodec
@@ -89,7 +89,7 @@ func (q *query) start(ctx context.Context, s *Store, rev uint64, f store.Filter,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q.s, q.rev, q.now, q.f, q.limit = s, rev, s.opts.Now().UnixNano(), f, max(opts.Limit, 0)
+	q.s, q.rev, q.f, q.limit = s, rev, f, max(opts.Limit, 0)
 	if opts.After != "" {
 		k, err := q.codec.Of(&q.f).Decode(opts.After)
 		if err != nil {
@@ -370,12 +370,24 @@ func (q *query) forwardCostLocked(limit int) int {
 	return cost
 }
 
+// expiredLocked reports whether record idx (r) has expired at the query's time.
+func (q *query) expiredLocked(idx uint32, r *record) bool {
+	x := q.s.expiresLocked(idx, r)
+	if x == 0 {
+		return false
+	}
+	if q.now == 0 {
+		q.now = q.s.opts.Now().UnixNano()
+	}
+	return x <= q.now
+}
+
 // matchLocked reports whether record idx is in the query's result, resource fields
 // included unless the caller's index already guarantees them.
 func (q *query) matchLocked(idx uint32, checkResource bool) bool {
 	rp := &q.s.recs
 	r := rp.at(idx)
-	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.s.expiredAtLocked(idx, r, q.now)) {
+	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.expiredLocked(idx, r)) {
 		return false
 	}
 	if checkResource {
