@@ -26,8 +26,14 @@ func (s *Server) recvImport(stream grpc.ServerStream, raw *rawMessage) ([]rel.Re
 	if rels, ok := decodeImport(raw.b); ok {
 		return rels, nil
 	}
+	return s.decodeImportGenerated(raw.b)
+}
+
+// decodeImportGenerated decodes any import message with the generated code, returning
+// the relationships before the first that fails its checks with the error.
+func (s *Server) decodeImportGenerated(b []byte) ([]rel.Relationship, error) {
 	req := new(v1.ImportBulkRelationshipsRequest)
-	if err := proto.Unmarshal(raw.b, req); err != nil {
+	if err := proto.Unmarshal(b, req); err != nil {
 		return nil, undecodableStatus(err)
 	}
 	if err := validateMessage(req); err != nil {
