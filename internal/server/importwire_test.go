@@ -11,20 +11,22 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
-// checkDecodeImport checks that decodeImport, when it answers, gives what the generated
-// code and the request checks give.
+// checkDecodeImport checks that relv1.FromImportRequest, when it answers, gives what
+// the generated code and the request checks give.
 func checkDecodeImport(t testing.TB, b []byte) (fast bool) {
 	t.Helper()
-	got, ok := decodeImport(b)
+	got, ok := relv1.FromImportRequest(b)
 	if !ok {
 		return false
 	}
 	s := &Server{cfg: Config{MaxRelationshipContextBytes: 1 << 20}}
 	want, err := s.decodeImportGenerated(b)
 	if err != nil {
-		t.Fatalf("decodeImport accepted %x, which the generated code and checks refuse", b)
+		t.Fatalf("relv1.FromImportRequest accepted %x, which the generated code and checks refuse", b)
 	}
 	if len(want) == 0 {
 		want = nil
@@ -33,7 +35,7 @@ func checkDecodeImport(t testing.TB, b []byte) (fast bool) {
 		got = nil
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("decodeImport(%x) = %v, the generated code gives %v", b, got, want)
+		t.Fatalf("relv1.FromImportRequest(%x) = %v, the generated code gives %v", b, got, want)
 	}
 	return true
 }
