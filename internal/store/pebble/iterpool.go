@@ -24,6 +24,13 @@ var maxIterAge = time.Second
 // before it becomes the head, so an iterator opened when the head was h serves
 // queries at every revision up to h.
 type iterPool struct {
+	// l6 decides whether new iterators read the bottom level's bloom filters.
+	l6 struct {
+		sync.Mutex
+		use     bool
+		checked time.Time
+	}
+
 	mu     sync.Mutex
 	idle   []pooledIter // guarded by mu; in the order they were returned
 	gen    uint64       // guarded by mu; raised by drop: older iterators are not kept
@@ -59,14 +66,37 @@ func (p *iterPool) get(s *Store, rev uint64) (pooledIter, error) {
 	head := s.head.Load()
 	it, err := s.db.NewIterWithContext(context.Background(), &pebble.IterOptions{
 		LowerBound: []byte{tagForward}, UpperBound: []byte{tagReverse + 1},
-		// Most of a check's prefix seeks find nothing, and after a bulk import most
-		// tables are in L6, whose bloom filters Pebble skips unless asked.
-		UseL6Filters: true,
+		UseL6Filters: p.useL6Filters(s, now),
 	})
 	if err != nil {
 		return pooledIter{}, err
 	}
 	return pooledIter{it: it, head: head, gen: gen, opened: now, taken: now}, nil
+}
+
+// l6FilterRecheck is how often useL6Filters looks at the LSM's shape again.
+const l6FilterRecheck = 10 * time.Second
+
+// filterShareOfTables is the share of a table that its bloom filter takes: 10 bits
+// per key come to 5.6–6.4% of latch's tables (measured at 99M relationships, whose
+// keys are short; longer ids make it smaller).
+const filterShareOfTables = 0.065
+
+// useL6Filters reports whether new iterators should read the bottom level's bloom
+// filters, which Pebble skips unless asked. Most of a check's prefix seeks look for
+// keys that are not stored, which the filters rule out without reading blocks, and
+// after a bulk import nearly all the data is in L6. But L6's filters are large: once
+// they take more than a quarter of the block cache they evict the blocks the reads
+// need (at 99M relationships, 200 MB of them in the 64 MiB cache halved the checks
+// per second), so they are read only while they fit.
+func (p *iterPool) useL6Filters(s *Store, now time.Time) bool {
+	p.l6.Lock()
+	defer p.l6.Unlock()
+	if p.l6.checked.IsZero() || now.Sub(p.l6.checked) >= l6FilterRecheck {
+		filters := float64(s.db.Metrics().Levels[6].TablesSize) * filterShareOfTables
+		p.l6.use, p.l6.checked = filters <= float64(s.opts.CacheSize)/4, now
+	}
+	return p.l6.use
 }
 
 // put returns an iterator after use: kept when it is healthy, young and of the
