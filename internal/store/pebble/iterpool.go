@@ -92,7 +92,8 @@ const filterShareOfTables = 0.065
 func (p *iterPool) useL6Filters(s *Store, now time.Time) bool {
 	p.l6.Lock()
 	defer p.l6.Unlock()
-	if p.l6.checked.IsZero() || now.Sub(p.l6.checked) >= l6FilterRecheck {
+	// Never checked, checked is the zero time, long past.
+	if now.Sub(p.l6.checked) >= l6FilterRecheck {
 		filters := float64(s.db.Metrics().Levels[6].TablesSize) * filterShareOfTables
 		p.l6.use, p.l6.checked = filters <= float64(s.opts.CacheSize)/4, now
 	}
