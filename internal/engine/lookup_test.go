@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -143,6 +144,216 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 		t.Fatalf("only %d comparisons; the generator needs fixing", compared)
 	}
 	t.Logf("%d lookup answers compared with checks", compared)
+}
+
+// TestOrderedLookupSubjectsAgreeWithSets holds LookupSubjects in id order, on random
+// schemas without caveats (a quarter of them without wildcards), to the set-algebra lookup
+// of the same request: the same concrete subjects and wildcards or the same error,
+// the concrete subjects ascending and, resumed after each of the first, the rest.
+func TestOrderedLookupSubjectsAgreeWithSets(t *testing.T) {
+	const schemas = 400
+	ctx := context.Background()
+	eng := engine.New(engine.Config{MaxDepth: 8})
+	compared, depthErrors, wildcards := 0, 0, 0
+	for seed := range uint64(schemas) {
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 23)), enginetest.Options{Expiration: true, NoWildcards: seed%4 == 0})
+		src := g.Schema()
+		s, err := schema.Compile(src)
+		if err != nil {
+			continue
+		}
+		rels := g.Relationships(20+g.Rnd.IntN(40), time.Now())
+		st := memory.New(memory.Options{})
+		updates := make([]store.Update, len(rels))
+		for i, x := range rels {
+			updates[i] = store.Update{Op: store.Create, Relationship: x}
+		}
+		rev, err := st.Write(ctx, nil, updates, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader, _ := st.Reader(ctx, rev)
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, enginetest.Dump(rels))
+		}
+		// collect returns the concrete subjects in the order they came and the
+		// wildcards, each as text, sorted.
+		collect := func(lookup func(context.Context, *ir.Schema, store.Reader, engine.LookupSubjectsRequest, func(engine.FoundSubject) error) error, req engine.LookupSubjectsRequest) ([]string, []string, error) {
+			var ids, wilds []string
+			err := lookup(ctx, s, reader, req, func(f engine.FoundSubject) error {
+				if f.Result.Membership != engine.HasPermission {
+					fail("%v: %+v", req, f)
+				}
+				if f.ID == rel.Wildcard {
+					wilds = append(wilds, fmt.Sprint(f.Excluded))
+				} else {
+					ids = append(ids, f.ID)
+				}
+				return nil
+			})
+			slices.Sort(wilds)
+			return ids, wilds, err
+		}
+		for _, d := range g.Defs[1:] {
+			for _, perm := range g.Names(d) {
+				for _, st := range subjectTypes(g) {
+					req := engine.LookupSubjectsRequest{Resource: g.Object(d), Permission: perm, SubjectType: st.Object.Type, SubjectRelation: st.Relation}
+					if ordered, _ := engine.SubjectsOrdered(s, req); !ordered {
+						fail("%v is not answered in order", req)
+					}
+					want, wantWild, wantErr := collect(eng.LookupSubjectsBySets, req)
+					got, gotWild, err := collect(eng.LookupSubjects, req)
+					if !errors.Is(err, wantErr) && (err == nil || wantErr == nil || err.Error() != wantErr.Error()) {
+						fail("%v: error %v, by sets %v", req, err, wantErr)
+					}
+					if wantErr != nil {
+						depthErrors++
+						continue
+					}
+					slices.Sort(want)
+					if !slices.Equal(got, want) || !slices.Equal(gotWild, wantWild) {
+						fail("%v: %v and wildcards %v, by sets %v and %v", req, got, gotWild, want, wantWild)
+					}
+					for i := range min(len(got), 3) {
+						req.After = got[i]
+						rest, restWild, err := collect(eng.LookupSubjects, req)
+						if err != nil || !slices.Equal(rest, got[i+1:]) || !slices.Equal(restWild, gotWild) {
+							fail("%v resumed after %s: %v %v %v, want %v %v", req, got[i], rest, restWild, err, got[i+1:], gotWild)
+						}
+					}
+					compared++
+					if len(gotWild) > 0 {
+						wildcards++
+					}
+				}
+			}
+		}
+		st.Close()
+	}
+	if compared < 4000 || depthErrors == 0 || wildcards < 150 {
+		t.Fatalf("%d lookups compared, %d with wildcards, %d depth errors; the generator needs fixing", compared, wildcards, depthErrors)
+	}
+	t.Logf("%d lookups compared, %d with wildcards, %d depth errors", compared, wildcards, depthErrors)
+}
+
+// TestOrderedLookupSubjectsOfWildcards holds LookupSubjects in id order to the
+// set-algebra lookup on one schema dense in wildcards, exclusions and intersections,
+// over random data: the same concrete subjects, and the same wildcards with the same
+// exclusions.
+func TestOrderedLookupSubjectsOfWildcards(t *testing.T) {
+	s, err := schema.Compile(`definition user {}
+definition grp {
+	relation member: user | grp#member
+	relation everyone: user:*
+	relation banned: user | user:*
+	permission allowed = (member + everyone) - banned
+}
+definition doc {
+	relation viewer: user | user:* | grp#member | grp#allowed
+	relation editor: user | user:*
+	relation banned: user | user:* | grp#member
+	relation parent: doc
+	permission ex1 = viewer - banned
+	permission ex2 = (viewer + editor) - (banned - editor)
+	permission in1 = viewer & editor
+	permission in2 = (viewer - banned) & (editor + parent->ex1)
+	permission mix = parent->ex2 - in1
+	permission every = parent.all(ex1)
+	permission nested = (viewer - (editor - banned)) - (banned & parent->viewer)
+	permission seen = viewer + editor
+}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	eng := engine.New(engine.Config{})
+	compared, excluding := 0, 0
+	for seed := range uint64(1000) {
+		rnd := rand.New(rand.NewPCG(seed, 31))
+		seen := map[rel.Key]bool{}
+		var updates []store.Update
+		add := func(res rel.ObjectRef, relation string, subj rel.SubjectRef) {
+			x := rel.Relationship{Resource: res, Relation: relation, Subject: subj}
+			if !seen[x.Key()] {
+				seen[x.Key()] = true
+				updates = append(updates, store.Update{Op: store.Create, Relationship: x})
+			}
+		}
+		user := func() rel.SubjectRef {
+			id := rel.Wildcard
+			if rnd.IntN(5) > 0 {
+				id = fmt.Sprint("u", rnd.IntN(6))
+			}
+			return rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: id}}
+		}
+		obj := func(typ string) rel.ObjectRef { return rel.ObjectRef{Type: typ, ID: fmt.Sprint(typ[:1], rnd.IntN(3))} }
+		for range 12 + rnd.IntN(12) {
+			switch rnd.IntN(9) {
+			case 0:
+				if u := user(); u.Object.ID == rel.Wildcard {
+					add(obj("grp"), "everyone", u)
+				} else {
+					add(obj("grp"), "member", u)
+				}
+			case 1:
+				add(obj("grp"), "banned", user())
+			case 2:
+				// Nested groups and parents point to lower ids, so the data has no cycle.
+				if g := rnd.IntN(3); g > 0 {
+					add(rel.ObjectRef{Type: "grp", ID: fmt.Sprint("g", g)}, "member", rel.SubjectRef{Object: rel.ObjectRef{Type: "grp", ID: fmt.Sprint("g", rnd.IntN(g))}, Relation: "member"})
+				}
+			case 3:
+				add(obj("doc"), "viewer", rel.SubjectRef{Object: obj("grp"), Relation: []string{"member", "allowed"}[rnd.IntN(2)]})
+			case 4:
+				add(obj("doc"), "banned", rel.SubjectRef{Object: obj("grp"), Relation: "member"})
+			case 5:
+				if d := rnd.IntN(3); d > 0 {
+					add(rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", d)}, "parent", rel.SubjectRef{Object: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", rnd.IntN(d))}})
+				}
+			default:
+				add(obj("doc"), []string{"viewer", "editor", "banned"}[rnd.IntN(3)], user())
+			}
+		}
+		st := memory.New(memory.Options{})
+		rev, err := st.Write(ctx, nil, updates, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader, _ := st.Reader(ctx, rev)
+		for _, perm := range []string{"viewer", "banned", "ex1", "ex2", "in1", "in2", "mix", "every", "nested", "seen"} {
+			for d := range 3 {
+				req := engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", d)}, Permission: perm, SubjectType: "user"}
+				run := func(lookup func(context.Context, *ir.Schema, store.Reader, engine.LookupSubjectsRequest, func(engine.FoundSubject) error) error) ([]string, error) {
+					var out []string
+					err := lookup(ctx, s, reader, req, func(f engine.FoundSubject) error {
+						out = append(out, fmt.Sprint(f.ID, f.Excluded))
+						return nil
+					})
+					slices.Sort(out)
+					return out, err
+				}
+				want, wantErr := run(eng.LookupSubjectsBySets)
+				got, err := run(eng.LookupSubjects)
+				if err != nil || wantErr != nil || !slices.Equal(got, want) {
+					var dump []string
+					for _, u := range updates {
+						dump = append(dump, rel.String(u.Relationship))
+					}
+					t.Fatalf("seed %d: doc:d%d#%s: %v %v, by sets %v %v\n%s", seed, d, perm, got, err, want, wantErr, strings.Join(dump, "\n"))
+				}
+				compared++
+				if slices.ContainsFunc(got, func(f string) bool { return strings.HasPrefix(f, "*[{") }) {
+					excluding++
+				}
+			}
+		}
+		st.Close()
+	}
+	if excluding < 500 {
+		t.Fatalf("%d of %d lookups have a wildcard with exclusions; the data needs fixing", excluding, compared)
+	}
+	t.Logf("%d lookups compared, %d with a wildcard with exclusions", compared, excluding)
 }
 
 // orderedAgrees runs req (an Ordered lookup) from the start and resumed after each of
@@ -860,5 +1071,144 @@ definition doc {
 		if err != nil || !slices.Equal(got, []string{"d HAS_PERMISSION"}) {
 			t.Errorf("ordered %v: LookupResources = %v, %v; want [d HAS_PERMISSION]", ordered, got, err)
 		}
+	}
+}
+
+// orderedSubjectsSchema grants view to a document's viewers, directly or through
+// groups, less those banned: LookupSubjects answers it in id order.
+const orderedSubjectsSchema = `definition user {}
+definition group {
+	relation member: user | group#member
+}
+definition doc {
+	relation viewer: user | group#member
+	relation banned: user
+	permission view = viewer - banned
+}`
+
+// itemCountingReader counts the relationships the store yields to the engine.
+type itemCountingReader struct {
+	store.Reader
+	mu    sync.Mutex
+	items int
+}
+
+func (c *itemCountingReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
+	return func(yield func(store.Item, error) bool) {
+		for item, err := range c.Reader.Query(ctx, f, opts) {
+			c.mu.Lock()
+			c.items++
+			c.mu.Unlock()
+			if !yield(item, err) {
+				return
+			}
+		}
+	}
+}
+
+// TestOrderedLookupSubjectsReadsOnlyItsPage: a lookup of subjects in id order reads
+// each leaf from After on and no further than the subjects it yields, so a page
+// resumed near the end, or a lookup stopped at its first subject, reads a handful of
+// relationships of the thousands the whole answer reads.
+func TestOrderedLookupSubjectsReadsOnlyItsPage(t *testing.T) {
+	const n = 3000
+	var rels []string
+	for i := range n {
+		rels = append(rels, fmt.Sprintf("doc:d#viewer@user:u%04d", i), fmt.Sprintf("group:g#member@user:m%04d", i))
+	}
+	rels = append(rels, "doc:d#viewer@group:g#member", "doc:d#banned@user:u2995", "doc:d#banned@user:m0001")
+	s, reader := lookupFixture(t, orderedSubjectsSchema, rels...)
+	eng := engine.New(engine.Config{})
+	lookup := func(after string, limit int) ([]string, int) {
+		t.Helper()
+		cr := &itemCountingReader{Reader: reader}
+		var ids []string
+		errStop := errors.New("enough")
+		err := eng.LookupSubjects(context.Background(), s, cr, engine.LookupSubjectsRequest{
+			Resource: rel.ObjectRef{Type: "doc", ID: "d"}, Permission: "view", SubjectType: "user", After: after,
+		}, func(f engine.FoundSubject) error {
+			if len(ids) == limit {
+				return errStop
+			}
+			ids = append(ids, f.ID)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			t.Fatal(err)
+		}
+		return ids, cr.items
+	}
+	all, read := lookup("", 2*n)
+	if len(all) != 2*n-2 || !slices.IsSorted(all) || slices.Contains(all, "u2995") || slices.Contains(all, "m0001") || read < 2*n {
+		t.Fatalf("whole lookup: %d subjects (sorted %v) after reading %d relationships; want %d, sorted, without the banned", len(all), slices.IsSorted(all), read, 2*n-2)
+	}
+	rest, read := lookup("u2990", 2*n)
+	if !slices.Equal(rest, []string{"u2991", "u2992", "u2993", "u2994", "u2996", "u2997", "u2998", "u2999"}) || read > 12 {
+		t.Errorf("resumed after u2990: %v after reading %d relationships; want the last 8 viewers after reading at most 12", rest, read)
+	}
+	first, read := lookup("", 1)
+	if !slices.Equal(first, all[:1]) || read > 4*32 {
+		t.Errorf("stopped at the first subject: %v after reading %d relationships; want %v after at most a read-ahead per leaf", first, read, all[:1])
+	}
+}
+
+// TestOrderedLookupSubjectsHoldsNoAnswer: the heap a lookup of subjects in id order
+// holds does not grow with the subjects it has yielded. The set-algebra lookup would
+// hold the 200,000 ids of this answer.
+func TestOrderedLookupSubjectsHoldsNoAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 200,000 relationships")
+	}
+	const n = 100_000
+	ctx := context.Background()
+	s, err := schema.Compile(orderedSubjectsSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	obj := func(typ, id string) rel.ObjectRef { return rel.ObjectRef{Type: typ, ID: id} }
+	rev, err := st.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
+		for i := range n {
+			if !yield(rel.Relationship{Resource: obj("doc", "d"), Relation: "viewer", Subject: rel.SubjectRef{Object: obj("user", fmt.Sprintf("u%06d", i))}}, nil) ||
+				!yield(rel.Relationship{Resource: obj("group", "g"), Relation: "member", Subject: rel.SubjectRef{Object: obj("user", fmt.Sprintf("m%06d", i))}}, nil) {
+				return
+			}
+		}
+		yield(rel.Relationship{Resource: obj("doc", "d"), Relation: "viewer", Subject: rel.SubjectRef{Object: obj("group", "g"), Relation: "member"}}, nil)
+		yield(rel.Relationship{Resource: obj("doc", "d"), Relation: "banned", Subject: rel.SubjectRef{Object: obj("user", "u000007")}}, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := st.Reader(ctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heapNow := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var early, late uint64
+	count := 0
+	err = engine.New(engine.Config{}).LookupSubjects(ctx, s, reader, engine.LookupSubjectsRequest{
+		Resource: obj("doc", "d"), Permission: "view", SubjectType: "user",
+	}, func(engine.FoundSubject) error {
+		count++
+		switch count {
+		case 1000:
+			early = heapNow()
+		case 2*n - 1000:
+			late = heapNow()
+		}
+		return nil
+	})
+	if err != nil || count != 2*n-1 {
+		t.Fatalf("LookupSubjects: %d subjects, %v; want %d", count, err, 2*n-1)
+	}
+	if grown := int64(late) - int64(early); grown > 2<<20 {
+		t.Errorf("the heap grew by %d bytes between the 1,000th and the %dth subject; want under 2 MiB", grown, 2*n-1000)
 	}
 }

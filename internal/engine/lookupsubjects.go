@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 
@@ -18,6 +19,9 @@ type LookupSubjectsRequest struct {
 	SubjectType     string
 	SubjectRelation string
 	Context         map[string]any
+	// After, for a lookup SubjectsOrdered answers in order, starts the answer after
+	// this subject id.
+	After string
 }
 
 // FoundSubject is one LookupSubjects result. A wildcard (ID "*") lists in Excluded the
@@ -28,21 +32,35 @@ type FoundSubject struct {
 	Excluded []FoundSubject
 }
 
-// LookupSubjects expands the permission forwards from the resource into the set of
-// subjects of the requested type, with set algebra over wildcards: a wildcard minus
-// some subjects is reported as "*" with those subjects excluded. A subject is yielded
-// as soon as the walk proves it granted (see emitPath); the other concrete subjects
-// follow in id order once the whole set is known, then the wildcard if any. The order
-// is the same for the same revision and request, so a caller can page by counting.
+// LookupSubjects finds the subjects of the requested type that have the permission on
+// the resource. Where no relation on the way allows a wildcard or a caveat
+// (SubjectsOrdered), it streams them in id order after req.After, holding no more of
+// the answer than the subjects in flight (subjectstream.go). Otherwise it expands the
+// permission forwards from the resource into the set of subjects, with set algebra
+// over wildcards: a wildcard minus some subjects is reported as "*" with those
+// subjects excluded. A subject is then yielded as soon as the walk proves it granted
+// (see emitPath); the other concrete subjects follow in id order once the whole set
+// is known, then the wildcard if any. The order is the same for the same revision
+// and request, so a caller can page by counting.
 func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, yield func(FoundSubject) error) error {
 	target, err := subjectsTarget(s, req)
 	if err != nil {
 		return err
 	}
+	if ordered, _ := orderedSubjects(target, req.SubjectType, req.SubjectRelation); ordered {
+		return e.lookupSubjectsOrdered(ctx, s, r, req, target, yield)
+	}
+	if req.After != "" {
+		return errors.New("LookupSubjects: After is for lookups answered in order")
+	}
+	return e.lookupSubjectSets(ctx, s, r, req, target, yield)
+}
+
+// lookupSubjectSets is LookupSubjects by set algebra.
+func (e *Engine) lookupSubjectSets(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, target *ir.Relation, yield func(FoundSubject) error) error {
 	l := &subjectLookup{
 		ev: newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{}), typ: req.SubjectType, subjRel: req.SubjectRelation,
-		memo: map[memoKey]*subjectSet{}, need: map[memoKey]int{}, onStack: map[memoKey]bool{},
-		yield: yield, sent: map[string]bool{},
+		sets: newDepthMemo[*subjectSet](), yield: yield, sent: map[string]bool{},
 	}
 	set, err := l.relation(ctx, target, req.Resource.ID, e.maxDepth, &emitPath{})
 	if err != nil {
@@ -114,25 +132,64 @@ func foundWildcard(s *subjectSet) (FoundSubject, error) {
 	return found, nil
 }
 
-// subjectLookup computes subject sets per (relation, object), memoized. Like SpiceDB's,
-// the walk is bounded by the depth limit: a chain of relations longer than the limit,
-// or a cycle in the data (which a full traversal would follow until the limit), fails
-// the lookup with ErrMaxDepth rather than costing time and memory in proportion to the
-// data.
+// subjectLookup computes subject sets per (relation, object), memoized under the depth
+// limit (depthMemo).
 type subjectLookup struct {
 	ev      *evaluator // for caveats
 	typ     string
 	subjRel string
-	memo    map[memoKey]*subjectSet
-	// need is the depth each memoized set took: reused with less depth left, it fails
-	// as computing it again would.
-	need    map[memoKey]int
-	onStack map[memoKey]bool
-	// low is the least depth left at which the current computation reached a set.
-	low int
+	sets    depthMemo[*subjectSet]
 	// yield is the caller's; sent holds the subjects already given to it.
 	yield func(FoundSubject) error
 	sent  map[string]bool
+}
+
+// depthMemo memoizes a walk forwards from the resource per (relation, object) under
+// the depth limit: like SpiceDB's, such a walk fails with ErrMaxDepth on a chain of
+// relations longer than the limit or on a cycle in the data (which a full traversal
+// would follow until the limit), rather than costing time and memory in proportion to
+// the data.
+type depthMemo[T any] struct {
+	memo map[memoKey]T
+	// need is the depth each memoized value took: reused with less depth left, it
+	// fails as computing it again would.
+	need    map[memoKey]int
+	onStack map[memoKey]bool
+	// low is the least depth left at which the current computation reached a value.
+	low int
+}
+
+func newDepthMemo[T any]() depthMemo[T] {
+	return depthMemo[T]{memo: map[memoKey]T{}, need: map[memoKey]int{}, onStack: map[memoKey]bool{}}
+}
+
+// get returns the value of k with depth left, from the memo or from compute.
+func (m *depthMemo[T]) get(ctx context.Context, k memoKey, depth int, compute func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if v, ok := m.memo[k]; ok {
+		if m.need[k] > depth {
+			return zero, ErrMaxDepth
+		}
+		m.low = min(m.low, depth-m.need[k]+1)
+		return v, nil
+	}
+	if depth <= 0 || m.onStack[k] {
+		return zero, ErrMaxDepth
+	}
+	m.onStack[k] = true
+	defer delete(m.onStack, k)
+	outer := m.low
+	m.low = depth
+	v, err := compute()
+	if err != nil {
+		return zero, err
+	}
+	m.memo[k], m.need[k] = v, depth-m.low+1
+	m.low = min(outer, m.low)
+	return v, nil
 }
 
 // emitPath is how the walk reached a set from the looked-up permission, when a
@@ -186,48 +243,30 @@ func (l *subjectLookup) found(p *emitPath, id string) error {
 }
 
 func (l *subjectLookup) relation(ctx context.Context, r *ir.Relation, id string, depth int, p *emitPath) (*subjectSet, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	k := memoKey{r, id}
-	if set, ok := l.memo[k]; ok {
-		if l.need[k] > depth {
-			return nil, ErrMaxDepth
+	return l.sets.get(ctx, memoKey{r, id}, depth, func() (*subjectSet, error) {
+		var set *subjectSet
+		var err error
+		if r.IsPermission() {
+			if set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth, p); err == nil && set.parts != nil {
+				set = set.clone() // merged: a rewrite reports one set
+			}
+		} else {
+			set, err = l.direct(ctx, r, id, depth, p)
 		}
-		l.low = min(l.low, depth-l.need[k]+1)
-		return set, nil
-	}
-	if depth <= 0 || l.onStack[k] {
-		return nil, ErrMaxDepth
-	}
-	l.onStack[k] = true
-	defer delete(l.onStack, k)
-	outer := l.low
-	l.low = depth
-	var set *subjectSet
-	var err error
-	if r.IsPermission() {
-		if set, err = l.expr(ctx, r.Def, r.Rewrite, id, depth, p); err == nil && set.parts != nil {
-			set = set.clone() // merged: a rewrite reports one set
-		}
-	} else {
-		set, err = l.direct(ctx, r, id, depth, p)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if l.subjRel != "" && r.Def.Name == l.typ && r.Name == l.subjRel {
-		parts := set.parts
-		set = set.clone()
-		set.parts = parts
-		set.concrete.put(id, outHas) // a subject set is a member of itself
-		if err := l.found(p, id); err != nil {
+		if err != nil {
 			return nil, err
 		}
-	}
-	l.memo[k], l.need[k] = set, depth-l.low+1
-	l.low = min(outer, l.low)
-	return set, nil
+		if l.subjRel != "" && r.Def.Name == l.typ && r.Name == l.subjRel {
+			parts := set.parts
+			set = set.clone()
+			set.parts = parts
+			set.concrete.put(id, outHas) // a subject set is a member of itself
+			if err := l.found(p, id); err != nil {
+				return nil, err
+			}
+		}
+		return set, nil
+	})
 }
 
 // direct is the subjects of relation r on id: those its relationships name (named)

@@ -3,6 +3,7 @@ package permdata
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/latch-authz/latch/internal/engine"
@@ -46,8 +47,25 @@ func LookupSubjects(ctx context.Context, e *engine.Engine, s *Schema, r store.Re
 
 // LookupSubjectsPage is one page of LookupSubjects, in id order: the first size ids
 // after after (all of them when size is 0), and whether more follow. It holds the
-// page, not the answer: the ids are kept in a bounded heap as the lookup finds them.
+// page, not the answer. Where the engine answers in id order without a wildcard
+// (engine.SubjectsOrdered), the lookup starts after after and stops once the page is
+// full; otherwise the ids are kept in a bounded heap as the lookup finds them.
 func LookupSubjectsPage(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader, req engine.LookupSubjectsRequest, after string, size int) (ids []string, more bool, err error) {
+	if ordered, wildcards := engine.SubjectsOrdered(s.IR, req); ordered && !wildcards {
+		req.After = after
+		err := e.LookupSubjects(ctx, s.IR, r, req, func(f engine.FoundSubject) error {
+			if size > 0 && len(ids) == size {
+				more = true
+				return errPageFull
+			}
+			ids = append(ids, f.ID)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errPageFull) {
+			return nil, false, err
+		}
+		return ids, more, nil
+	}
 	page := newIDPage(after, size)
 	var wildcard *engine.FoundSubject
 	err = e.LookupSubjects(ctx, s.IR, r, req, func(f engine.FoundSubject) error {
@@ -81,6 +99,9 @@ func LookupSubjectsPage(ctx context.Context, e *engine.Engine, s *Schema, r stor
 	ids, more = page.result()
 	return ids, more, nil
 }
+
+// errPageFull stops an ordered lookup once its page is full.
+var errPageFull = errors.New("page full")
 
 // idPage collects the least distinct ids after a bound, up to a size (unbounded when
 // 0) and one more, to tell whether more follow. Bounded, it keeps them in a max-heap,

@@ -187,7 +187,10 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 // subjects it excludes) if there is one. Unlike SpiceDB, optional_concrete_limit and
 // optional_cursor page the concrete subjects (a page stops the walk once it is full);
 // the wildcard, which does not count against the limit, comes with the page that ends
-// the concrete subjects.
+// the concrete subjects. Where the engine answers in id order (engine.SubjectsOrdered),
+// a cursor holds the last subject id (past every id after a wildcard), and the next
+// page starts after it without walking the pages before; otherwise it holds a count
+// of results to skip.
 func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
 	ctx := stream.Context()
 	query := lookupQuery(req)
@@ -201,6 +204,14 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 		SubjectType:     req.GetSubjectObjectType(),
 		SubjectRelation: req.GetOptionalSubjectRelation(),
 		Context:         relv1.FromContext(req.GetContext()),
+		After:           pos.after,
+	}
+	ordered, _ := engine.SubjectsOrdered(sch, lreq)
+	switch {
+	case pos.after != "" && !ordered:
+		return p.s.status(&invalidCursorError{"not a cursor of this lookup"})
+	case pos.after == afterWildcards:
+		return nil
 	}
 	noWildcards := req.GetWildcardOption() == v1.LookupSubjectsRequest_WILDCARD_OPTION_EXCLUDE_WILDCARDS
 	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalConcreteLimit())
@@ -217,13 +228,24 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 			}
 			sent++
 		}
-		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, countPosition(seen))))
+		next := countPosition(seen)
+		switch {
+		case ordered && wildcard:
+			next = idPosition(afterWildcards)
+		case ordered:
+			next = idPosition(f.ID)
+		}
+		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, next)))
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
 		return p.s.status(err)
 	}
 	return nil
 }
+
+// afterWildcards is the position of an ordered LookupSubjects after its wildcards,
+// which follow every concrete subject: greater than any object id.
+const afterWildcards = "\x7f"
 
 // lookupSubjectsResponse fills both the current fields and the deprecated ones older
 // clients read.

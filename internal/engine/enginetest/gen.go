@@ -19,6 +19,8 @@ import (
 type Options struct {
 	Caveats    bool // relations allow `user with over` and `user with flagged`
 	Expiration bool // relations allow `user with expiration`
+	// NoWildcards keeps `user:*` out of type lists.
+	NoWildcards bool
 	// Acyclic keeps a definition's permissions from naming each other in a cycle
 	// (`perm0 = perm1`, `perm1 = perm0 + rel0`) and relationships from forming one.
 	// Cycles are legal, but SpiceDB follows them to its depth limit, at a cost
@@ -123,7 +125,7 @@ func (g *Gen) subjectType(self string) string {
 	}
 	n := g.Rnd.IntN(8 + len(traits))
 	switch {
-	case n < 2:
+	case n < 2 && !g.Opts.NoWildcards:
 		return "user:*"
 	case n < 4:
 		// a subject set on a relation or permission, often of the relation's own definition
