@@ -40,6 +40,7 @@ import (
 // whether a wildcard may be among them.
 func orderedSubjects(target *ir.Relation, typ, subjRel string) (ordered, wildcards bool) {
 	seen := map[*ir.Relation]bool{}
+	caveats := false
 	var relation func(r *ir.Relation) bool
 	var expr func(x *ir.Expr) bool
 	relation = func(r *ir.Relation) bool {
@@ -51,9 +52,10 @@ func orderedSubjects(target *ir.Relation, typ, subjRel string) (ordered, wildcar
 			return expr(r.Rewrite)
 		}
 		for _, a := range r.Allowed {
-			if a.Caveat != "" || !relation(a.Rel) {
+			if !relation(a.Rel) {
 				return false
 			}
+			caveats = caveats || a.Caveat != ""
 			wildcards = wildcards || a.Wildcard && a.Type == typ && subjRel == ""
 		}
 		return true
@@ -80,7 +82,7 @@ func orderedSubjects(target *ir.Relation, typ, subjRel string) (ordered, wildcar
 		}
 		return true
 	}
-	ordered = relation(target)
+	ordered = relation(target) && !(caveats && wildcards)
 	return ordered, ordered && wildcards
 }
 
@@ -102,8 +104,9 @@ const (
 	planUnion planKind = iota
 	planIntersection
 	planExclusion
-	planLeaf // the subjects relation rel of object id names directly
-	planSelf // object id itself, as a subject set of the requested relation
+	planLeaf   // the subjects relation rel of object id names directly
+	planSelf   // object id itself, as a subject set of the requested relation
+	planCaveat // its child through a caveated relationship, whose outcome is cav
 )
 
 // planNode is one node of an ordered lookup's plan. Relations of objects are memoized,
@@ -118,6 +121,7 @@ type planNode struct {
 	// direct marks a relation's union of its leaf and the subject sets its
 	// relationships name, whose wildcards are reported apart (see parts).
 	direct bool
+	cav    outcome
 
 	// The node's wildcard, once known: wild is W; excluded is E, made only when W.
 	wildKnown bool
@@ -131,6 +135,7 @@ func emptyPlan() *planNode { return &planNode{kind: planUnion} }
 
 // subjectPlanner builds the plan of an ordered lookup.
 type subjectPlanner struct {
+	ev      *evaluator // for caveats
 	s       *ir.Schema
 	r       store.Reader
 	typ     string
@@ -186,6 +191,9 @@ func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, 
 			if err != nil {
 				return nil, err
 			}
+			if sub, err = p.through(sub, item.Relationship.Caveat); err != nil {
+				return nil, err
+			}
 			n.children = append(n.children, sub)
 		}
 	}
@@ -218,6 +226,15 @@ func (p *subjectPlanner) expr(ctx context.Context, def *ir.Definition, x *ir.Exp
 	return emptyPlan(), nil
 }
 
+// through is sub reached through a relationship with caveat c.
+func (p *subjectPlanner) through(sub *planNode, c *rel.Caveat) (*planNode, error) {
+	o, err := p.ev.caveat(c)
+	if err != nil || o.st == has {
+		return sub, err
+	}
+	return &planNode{kind: planCaveat, children: []*planNode{sub}, cav: o}, nil
+}
+
 // fold is the left fold of subs by a two-operand kind.
 func fold(kind planKind, subs []*planNode) *planNode {
 	acc := subs[0]
@@ -243,6 +260,9 @@ func (p *subjectPlanner) arrow(ctx context.Context, def *ir.Definition, x *ir.Ex
 			if sub, err = p.relation(ctx, target, s.ID, depth-1); err != nil {
 				return nil, err
 			}
+			if sub, err = p.through(sub, item.Relationship.Caveat); err != nil {
+				return nil, err
+			}
 		} else if x.ArrowKind == ir.ArrowAny {
 			continue
 		}
@@ -259,23 +279,28 @@ func (p *subjectPlanner) arrow(ctx context.Context, def *ir.Definition, x *ir.Ex
 
 // lookupSubjectsOrdered is LookupSubjects for a target orderedSubjects accepts.
 func (e *Engine) lookupSubjectsOrdered(ctx context.Context, s *ir.Schema, r store.Reader, req LookupSubjectsRequest, target *ir.Relation, yield func(FoundSubject) error) error {
-	p := &subjectPlanner{s: s, r: r, typ: req.SubjectType, subjRel: req.SubjectRelation, nodes: newDepthMemo[*planNode]()}
+	ev := newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{})
+	p := &subjectPlanner{ev: ev, s: s, r: r, typ: req.SubjectType, subjRel: req.SubjectRelation, nodes: newDepthMemo[*planNode]()}
 	plan, err := p.relation(ctx, target, req.Resource.ID, e.maxDepth)
 	if err != nil {
 		return err
 	}
-	o := &orderedSubjectsRun{ctx: ctx, r: r, typ: req.SubjectType, subjRel: req.SubjectRelation}
+	o := &orderedSubjectsRun{ctx: ctx, r: r, ev: ev, typ: req.SubjectType, subjRel: req.SubjectRelation}
 	defer o.close()
 	st := o.stream(plan, req.After)
 	for {
-		id, ok, err := st.next()
+		id, out, ok, err := st.next()
 		if err != nil {
 			return err
 		}
 		if !ok {
 			break
 		}
-		if err := yield(FoundSubject{ID: id, Result: Result{Membership: HasPermission}}); err != nil {
+		res, err := toResult(out)
+		if err != nil {
+			return err
+		}
+		if err := yield(FoundSubject{ID: id, Result: res}); err != nil {
 			return err
 		}
 	}
@@ -330,6 +355,7 @@ func parts(n *planNode) []*planNode {
 type orderedSubjectsRun struct {
 	ctx     context.Context
 	r       store.Reader
+	ev      *evaluator // for caveats
 	typ     string
 	subjRel string
 	stops   []func()
@@ -401,7 +427,7 @@ func (o *orderedSubjectsRun) exclusions(n *planNode) (map[string]bool, error) {
 	if n.kind == planExclusion {
 		st := o.stream(n.children[1], "")
 		for {
-			id, ok, err := st.next()
+			id, _, ok, err := st.next()
 			if err != nil {
 				return nil, err
 			}
@@ -462,6 +488,14 @@ func (o *orderedSubjectsRun) wildMember(n *planNode, id string) (bool, error) {
 	return w && !n.excluded[id], err
 }
 
+// wildOutcome is wildMember as an outcome.
+func (o *orderedSubjectsRun) wildOutcome(n *planNode, id string) (outcome, error) {
+	if w, err := o.wildMember(n, id); err != nil || !w {
+		return outNo, err
+	}
+	return outHas, nil
+}
+
 // member reports whether id is a member of n, concrete or through its wildcard.
 func (o *orderedSubjectsRun) member(n *planNode, id string) (bool, error) {
 	if in, err := o.contains(n, id); err != nil || in {
@@ -477,6 +511,11 @@ func (o *orderedSubjectsRun) contains(n *planNode, id string) (bool, error) {
 		return o.leafHolds(n, id)
 	case planSelf:
 		return n.id == id, nil
+	case planCaveat:
+		if n.cav.st != has {
+			return false, nil
+		}
+		return o.contains(n.children[0], id)
 	case planUnion:
 		for _, c := range n.children {
 			if in, err := o.contains(c, id); err != nil || in {
@@ -530,6 +569,8 @@ func (o *orderedSubjectsRun) stream(n *planNode, after string) idStream {
 	switch n.kind {
 	case planIntersection, planExclusion:
 		return &pairStream{o: o, n: n, a: o.stream(n.children[0], after), b: o.stream(n.children[1], after), after: after}
+	case planCaveat:
+		return &caveatStream{s: o.stream(n.children[0], after), c: n.cav}
 	}
 	var parts []idStream
 	var selves []string
@@ -570,7 +611,8 @@ func (o *orderedSubjectsRun) stream(n *planNode, after string) idStream {
 // closes its store read at once, so only leaves longer than this stay open.
 const leafPrefetch = 32
 
-// leaf opens the store read of a leaf's subjects after after, less a wildcard.
+// leaf opens the store read of a leaf's subjects after after, less a wildcard, each
+// with its relationship's caveat evaluated.
 func (o *orderedSubjectsRun) leaf(n *planNode, after string) idStream {
 	f := o.leafFilter(n, "")
 	var opts store.QueryOptions
@@ -581,69 +623,112 @@ func (o *orderedSubjectsRun) leaf(n *planNode, after string) idStream {
 		})
 	}
 	next, stop := iter.Pull2(o.r.Query(o.ctx, f, opts))
-	l := &leafStream{}
-	for len(l.ids) < leafPrefetch {
-		item, err, ok := next()
+	l := &leafStream{ev: o.ev, more: next}
+	for len(l.ahead) < leafPrefetch {
+		id, c, ok, err := l.read()
 		if !ok || err != nil {
 			stop()
 			l.err = err
 			return l
 		}
-		if id := item.Relationship.Subject.Object.ID; id != rel.Wildcard {
-			l.ids = append(l.ids, id)
-		}
+		l.ahead = append(l.ahead, member{id, c})
 	}
-	l.more = next
 	o.stops = append(o.stops, stop)
 	return l
 }
 
-// idStream yields distinct subject ids in ascending order.
+// idStream yields distinct subject ids in ascending order, each with its outcome
+// (never no).
 type idStream interface {
-	next() (id string, ok bool, err error)
+	next() (id string, o outcome, ok bool, err error)
 }
 
-// leafStream is one leaf: the ids it read ahead, then the rest of its store read.
+// member is a subject id with its outcome.
+type member struct {
+	id string
+	o  outcome
+}
+
+// leafStream is one leaf: the subjects it read ahead, then the rest of its store read.
 type leafStream struct {
-	ids  []string
-	err  error
-	more func() (store.Item, error, bool)
+	ev    *evaluator // for caveats
+	ahead []member
+	err   error
+	more  func() (store.Item, error, bool)
 }
 
-func (l *leafStream) next() (string, bool, error) {
-	if len(l.ids) > 0 {
-		id := l.ids[0]
-		l.ids = l.ids[1:]
-		return id, true, nil
+func (l *leafStream) next() (string, outcome, bool, error) {
+	if len(l.ahead) > 0 {
+		m := l.ahead[0]
+		l.ahead = l.ahead[1:]
+		return m.id, m.o, true, nil
 	}
-	for l.err == nil && l.more != nil {
+	if l.err != nil || l.more == nil {
+		return "", outNo, false, l.err
+	}
+	id, c, ok, err := l.read()
+	if !ok || err != nil {
+		l.more, l.err = nil, err
+	}
+	return id, c, ok, err
+}
+
+// read reads the next subject of the store read, skipping a wildcard and subjects
+// whose caveat does not hold.
+func (l *leafStream) read() (string, outcome, bool, error) {
+	for {
 		item, err, ok := l.more()
 		if !ok || err != nil {
-			l.more, l.err = nil, err
-			break
+			return "", outNo, false, err
 		}
-		if id := item.Relationship.Subject.Object.ID; id != rel.Wildcard {
-			return id, true, nil
+		x := &item.Relationship
+		if x.Subject.Object.ID == rel.Wildcard {
+			continue
+		}
+		c, err := l.ev.caveat(x.Caveat)
+		if err != nil {
+			return "", outNo, false, err
+		}
+		if c.st != no {
+			return x.Subject.Object.ID, c, true, nil
 		}
 	}
-	return "", false, l.err
 }
 
-// sliceStream yields sorted distinct ids held in memory.
+// sliceStream yields sorted distinct ids held in memory, each granted.
 type sliceStream struct{ ids []string }
 
-func (s *sliceStream) next() (string, bool, error) {
+func (s *sliceStream) next() (string, outcome, bool, error) {
 	if len(s.ids) == 0 {
-		return "", false, nil
+		return "", outNo, false, nil
 	}
 	id := s.ids[0]
 	s.ids = s.ids[1:]
-	return id, true, nil
+	return id, outHas, true, nil
+}
+
+// caveatStream is a stream through a caveated relationship: each outcome and the
+// caveat's.
+type caveatStream struct {
+	s idStream
+	c outcome
+}
+
+func (c *caveatStream) next() (string, outcome, bool, error) {
+	for {
+		id, o, ok, err := c.s.next()
+		if !ok || err != nil {
+			return id, o, ok, err
+		}
+		if o = and(c.c, o); o.st != no {
+			return id, o, true, nil
+		}
+	}
 }
 
 // pairStream is the concrete subjects of an intersection or a difference, from the
-// streams of its operands' concrete subjects (subjectSet's intersectSets and
-// excludeSets over booleans):
+// streams of its operands' concrete subjects, by the formulas of subjectSet's
+// intersectSets and excludeSets:
 //
 //   - a and b: an id in both, or in one and covered by the other's wildcard;
 //   - a less b: an id of a that is no member of b, and an id b's wildcard excludes
@@ -655,7 +740,7 @@ type pairStream struct {
 	after string
 
 	started      bool
-	headA, headB string
+	headA, headB member
 	okA, okB     bool
 	// extra is, for a difference, the ids b's wildcard excludes after after, merged
 	// into the answer where a's wildcard covers them.
@@ -665,10 +750,10 @@ type pairStream struct {
 func (p *pairStream) start() error {
 	p.started = true
 	var err error
-	if p.headA, p.okA, err = p.a.next(); err != nil {
+	if p.headA.id, p.headA.o, p.okA, err = p.a.next(); err != nil {
 		return err
 	}
-	if p.headB, p.okB, err = p.b.next(); err != nil {
+	if p.headB.id, p.headB.o, p.okB, err = p.b.next(); err != nil {
 		return err
 	}
 	if p.n.kind == planExclusion {
@@ -693,31 +778,37 @@ func (p *pairStream) start() error {
 	return nil
 }
 
-func (p *pairStream) next() (string, bool, error) {
+func (p *pairStream) next() (string, outcome, bool, error) {
 	if !p.started {
 		if err := p.start(); err != nil {
-			return "", false, err
+			return "", outNo, false, err
 		}
 	}
 	for p.okA || p.okB || len(p.extra) > 0 {
 		id := p.least()
-		inA, inB := p.okA && p.headA == id, p.okB && p.headB == id
+		ca, cb := outNo, outNo
+		if p.okA && p.headA.id == id {
+			ca = p.headA.o
+		}
+		if p.okB && p.headB.id == id {
+			cb = p.headB.o
+		}
 		fromExtra := len(p.extra) > 0 && p.extra[0] == id
-		if err := p.advance(inA, inB, fromExtra); err != nil {
-			return "", false, err
+		if err := p.advance(ca.st != no, cb.st != no, fromExtra); err != nil {
+			return "", outNo, false, err
 		}
-		keep, err := p.keep(id, inA, inB, fromExtra)
+		o, err := p.outcome(id, ca, cb, fromExtra)
 		if err != nil {
-			return "", false, err
+			return "", outNo, false, err
 		}
-		if keep {
-			return id, true, nil
+		if o.st != no {
+			return id, o, true, nil
 		}
 		if done, err := p.done(); err != nil || done {
-			return "", false, err
+			return "", outNo, false, err
 		}
 	}
-	return "", false, nil
+	return "", outNo, false, nil
 }
 
 // done reports whether no id left can be kept: for a difference, once a and the ids
@@ -745,7 +836,7 @@ func (p *pairStream) least() string {
 	for _, h := range []struct {
 		id string
 		ok bool
-	}{{p.headA, p.okA}, {p.headB, p.okB}, {p.extraHead(), len(p.extra) > 0}} {
+	}{{p.headA.id, p.okA}, {p.headB.id, p.okB}, {p.extraHead(), len(p.extra) > 0}} {
 		if h.ok && (first || h.id < id) {
 			id, first = h.id, false
 		}
@@ -763,12 +854,12 @@ func (p *pairStream) extraHead() string {
 func (p *pairStream) advance(inA, inB, fromExtra bool) error {
 	var err error
 	if inA {
-		if p.headA, p.okA, err = p.a.next(); err != nil {
+		if p.headA.id, p.headA.o, p.okA, err = p.a.next(); err != nil {
 			return err
 		}
 	}
 	if inB {
-		if p.headB, p.okB, err = p.b.next(); err != nil {
+		if p.headB.id, p.headB.o, p.okB, err = p.b.next(); err != nil {
 			return err
 		}
 	}
@@ -778,36 +869,33 @@ func (p *pairStream) advance(inA, inB, fromExtra bool) error {
 	return nil
 }
 
-// keep decides id, which a's stream holds (inA), b's (inB) or b's E (fromExtra).
-func (p *pairStream) keep(id string, inA, inB, fromExtra bool) (bool, error) {
+// outcome is id's, where a's stream holds it as ca and b's as cb (no where they do
+// not), and fromExtra when b's wildcard excludes it.
+func (p *pairStream) outcome(id string, ca, cb outcome, fromExtra bool) (outcome, error) {
 	a, b := p.n.children[0], p.n.children[1]
+	wa, err := p.o.wildOutcome(a, id)
+	if err != nil {
+		return outNo, err
+	}
+	wb, err := p.o.wildOutcome(b, id)
+	if err != nil {
+		return outNo, err
+	}
 	if p.n.kind == planIntersection {
-		switch {
-		case inA && inB:
-			return true, nil
-		case inA:
-			return p.o.wildMember(b, id)
-		}
-		return p.o.wildMember(a, id)
+		return or(and(ca, cb), or(and(ca, wb), and(cb, wa))), nil
 	}
-	if inB {
-		return false, nil
+	notB := not(or(cb, wb))
+	o := and(ca, notB)
+	if fromExtra {
+		o = or(o, and(wa, notB))
 	}
-	if inA {
-		w, err := p.o.wildMember(b, id)
-		return !w, err
-	}
-	if !fromExtra {
-		return false, nil
-	}
-	return p.o.wildMember(a, id) // b's wildcard excludes id and b does not hold it
+	return o, nil
 }
 
-// mergeStream merges streams into one, each id once.
+// mergeStream merges streams into one, each id once with the union of its outcomes.
 type mergeStream struct {
 	parts []idStream // until the first next
 	h     streamHeap
-	last  string
 	err   error
 }
 
@@ -815,12 +903,12 @@ func newMergeStream(parts []idStream) *mergeStream {
 	return &mergeStream{parts: parts}
 }
 
-func (m *mergeStream) next() (string, bool, error) {
+func (m *mergeStream) next() (string, outcome, bool, error) {
 	if m.parts != nil {
 		for _, p := range m.parts {
-			id, ok, err := p.next()
+			id, o, ok, err := p.next()
 			if ok {
-				m.h = append(m.h, streamHead{id, p})
+				m.h = append(m.h, streamHead{member{id, o}, p})
 			}
 			if err != nil {
 				m.err = err
@@ -830,30 +918,31 @@ func (m *mergeStream) next() (string, bool, error) {
 		heap.Init(&m.h)
 	}
 	for m.err == nil && len(m.h) > 0 {
-		top := m.h[0]
-		id := top.id
-		if next, ok, err := top.s.next(); err != nil {
-			m.err = err
-		} else if ok {
-			m.h[0].id = next
-			heap.Fix(&m.h, 0)
-		} else {
-			heap.Pop(&m.h)
+		id, acc := m.h[0].id, outNo
+		for m.err == nil && len(m.h) > 0 && m.h[0].id == id {
+			acc = or(acc, m.h[0].o)
+			if next, o, ok, err := m.h[0].s.next(); err != nil {
+				m.err = err
+			} else if ok {
+				m.h[0].member = member{next, o}
+				heap.Fix(&m.h, 0)
+			} else {
+				heap.Pop(&m.h)
+			}
 		}
-		if id != m.last {
-			m.last = id
-			return id, true, nil
+		if m.err == nil {
+			return id, acc, true, nil
 		}
 	}
-	return "", false, m.err
+	return "", outNo, false, m.err
 }
 
 // streamHeap orders streams by their next id.
 type streamHeap []streamHead
 
 type streamHead struct {
-	id string
-	s  idStream
+	member
+	s idStream
 }
 
 func (h streamHeap) Len() int           { return len(h) }

@@ -54,6 +54,9 @@ func LookupSubjectsPage(ctx context.Context, e *engine.Engine, s *Schema, r stor
 	if ordered, wildcards := engine.SubjectsOrdered(s.IR, req); ordered && !wildcards {
 		req.After = after
 		err := e.LookupSubjects(ctx, s.IR, r, req, func(f engine.FoundSubject) error {
+			if f.Result.Membership != engine.HasPermission {
+				return nil
+			}
 			if size > 0 && len(ids) == size {
 				more = true
 				return errPageFull
