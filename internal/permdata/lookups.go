@@ -47,11 +47,12 @@ func LookupSubjects(ctx context.Context, e *engine.Engine, s *Schema, r store.Re
 
 // LookupSubjectsPage is one page of LookupSubjects, in id order: the first size ids
 // after after (all of them when size is 0), and whether more follow. It holds the
-// page, not the answer. Where the engine answers in id order without a wildcard
-// (engine.SubjectsOrdered), the lookup starts after after and stops once the page is
-// full; otherwise the ids are kept in a bounded heap as the lookup finds them.
+// page, not the answer. Where no wildcard can come (engine.SubjectWildcards), the
+// engine's answer is the page's order: the lookup starts after after and stops once the
+// page is full. Otherwise the ids are kept in a bounded heap as the lookup finds them,
+// as a wildcard's subjects must be merged in.
 func LookupSubjectsPage(ctx context.Context, e *engine.Engine, s *Schema, r store.Reader, req engine.LookupSubjectsRequest, after string, size int) (ids []string, more bool, err error) {
-	if ordered, wildcards := engine.SubjectsOrdered(s.IR, req); ordered && !wildcards {
+	if !engine.SubjectWildcards(s.IR, req) {
 		req.After = after
 		err := e.LookupSubjects(ctx, s.IR, r, req, func(f engine.FoundSubject) error {
 			if f.Result.Membership != engine.HasPermission {

@@ -18,18 +18,18 @@ import (
 // Lookup paging. A cursor is the revision a lookup runs at plus where the next page
 // starts, in one of two forms:
 //
-//   - after a resource id, for LookupResources pages (a request with a limit, or a
-//     cursor of this form): the engine's ordered lookup yields resources in id order
-//     and checks no candidate at or before the id, so a page costs the walk back from
-//     the subject and the checks of about one page, not those of the pages before it;
-//   - after a number of results, for LookupSubjects and for a LookupResources stream
-//     without a limit (whose results come as they are proven, not in id order): the
-//     engine yields results in an order that is the same for the same request at the
-//     same revision, so the next page re-runs the lookup and skips them. That costs the
-//     skipped work again but never duplicates or loses a result.
+//   - after an id, for LookupSubjects and for LookupResources pages (a request with a
+//     limit, or a cursor of this form): the engine yields subjects, and its ordered
+//     lookup resources, in id order and reads or checks nothing at or before the id,
+//     so a page costs about one page's work, not that of the pages before it;
+//   - after a number of results, for a LookupResources stream without a limit (whose
+//     results come as they are proven, not in id order): the engine yields results in
+//     an order that is the same for the same request at the same revision, so the
+//     next page re-runs the lookup and skips them. That costs the skipped work again
+//     but never duplicates or loses a result.
 const (
 	countCursor byte = 1 // then the number of results returned, as a uvarint
-	idCursor    byte = 2 // then the last resource id returned
+	idCursor    byte = 2 // then the last id returned
 )
 
 // maxLookupLimit is the largest page a lookup accepts, SpiceDB's default for
@@ -62,8 +62,8 @@ func lookupQuery(req proto.Message) proto.Message {
 }
 
 // lookupPosition is where a page starts: after the first skip results of the streamed
-// order, or, when after is set (an id is never empty), after that resource id of the
-// ordered one.
+// order, or, when after is set (an id is never empty), after that id of the ordered
+// one.
 type lookupPosition struct {
 	skip  uint64
 	after string
@@ -183,20 +183,24 @@ func (p *permissionsService) LookupResources(req *v1.LookupResourcesRequest, str
 }
 
 // LookupSubjects streams every subject of a type that has the permission on the
-// resource: each concrete subject as the engine proves it, then the wildcard (with the
-// subjects it excludes) if there is one. Unlike SpiceDB, optional_concrete_limit and
-// optional_cursor page the concrete subjects (a page stops the walk once it is full);
-// the wildcard, which does not count against the limit, comes with the page that ends
-// the concrete subjects. Where the engine answers in id order (engine.SubjectsOrdered),
-// a cursor holds the last subject id (past every id after a wildcard), and the next
-// page starts after it without walking the pages before; otherwise it holds a count
-// of results to skip.
+// resource, in id order as the engine merges them, then the wildcards (with the
+// subjects they exclude) if there are any. Unlike SpiceDB, optional_concrete_limit and
+// optional_cursor page the concrete subjects: a cursor holds the last subject id (past
+// every id after a wildcard), and the next page starts after it without walking the
+// pages before. The wildcards, which do not count against the limit, come with the
+// page that ends the concrete subjects.
 func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, stream v1.PermissionsService_LookupSubjectsServer) error {
 	ctx := stream.Context()
 	query := lookupQuery(req)
 	r, sch, pos, err := p.s.lookupStart(ctx, req.GetOptionalConcreteLimit(), req.GetConsistency(), req.GetOptionalCursor(), query)
 	if err != nil {
 		return p.s.status(err)
+	}
+	switch {
+	case pos.skip > 0:
+		return p.s.status(&invalidCursorError{"not a cursor of this lookup"})
+	case pos.after == afterWildcards:
+		return nil
 	}
 	lreq := engine.LookupSubjectsRequest{
 		Resource:        relv1.FromObject(req.GetResource()),
@@ -206,36 +210,23 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 		Context:         relv1.FromContext(req.GetContext()),
 		After:           pos.after,
 	}
-	ordered, _ := engine.SubjectsOrdered(sch, lreq)
-	switch {
-	case pos.after != "" && !ordered:
-		return p.s.status(&invalidCursorError{"not a cursor of this lookup"})
-	case pos.after == afterWildcards:
-		return nil
-	}
 	noWildcards := req.GetWildcardOption() == v1.LookupSubjectsRequest_WILDCARD_OPTION_EXCLUDE_WILDCARDS
 	at, qh, limit := tokenFor(r.Revision()), queryHash(query), uint64(req.GetOptionalConcreteLimit())
-	var seen, sent uint64
+	var sent uint64
 	err = p.s.engine.LookupSubjects(ctx, sch, r, lreq, func(f engine.FoundSubject) error {
-		seen++
-		wildcard := f.ID == rel.Wildcard
-		if seen <= pos.skip || wildcard && noWildcards {
-			return nil
-		}
-		if !wildcard {
+		next := f.ID
+		if f.ID == rel.Wildcard {
+			if noWildcards {
+				return nil
+			}
+			next = afterWildcards
+		} else {
 			if limit > 0 && sent == limit {
 				return errPageFull
 			}
 			sent++
 		}
-		next := countPosition(seen)
-		switch {
-		case ordered && wildcard:
-			next = idPosition(afterWildcards)
-		case ordered:
-			next = idPosition(f.ID)
-		}
-		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, next)))
+		return stream.Send(lookupSubjectsResponse(f, at, lookupCursor(r.Revision(), qh, idPosition(next))))
 	})
 	if err != nil && !errors.Is(err, errPageFull) {
 		return p.s.status(err)
@@ -243,8 +234,8 @@ func (p *permissionsService) LookupSubjects(req *v1.LookupSubjectsRequest, strea
 	return nil
 }
 
-// afterWildcards is the position of an ordered LookupSubjects after its wildcards,
-// which follow every concrete subject: greater than any object id.
+// afterWildcards is the position of a LookupSubjects after its wildcards, which follow
+// every concrete subject: greater than any object id.
 const afterWildcards = "\x7f"
 
 // lookupSubjectsResponse fills both the current fields and the deprecated ones older

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"slices"
 	"time"
@@ -10,15 +9,11 @@ import (
 	"github.com/latch-authz/latch/internal/rel"
 )
 
-// errOverlayPaged refuses a paged query on an overlay: its relationships have no
-// position in the store's cursors.
-var errOverlayPaged = errors.New("a reader with request-scoped relationships answers whole queries only, without a limit or cursor")
-
 // WithUpdates returns a reader that answers as r would after updates (touches,
 // creates and deletes) were applied, without writing them: Permify's contextual
 // tuples and attributes, which count for one request alone. Its answers are not
-// those of r's revision, so they must not be cached under it. Queries with a limit or
-// a cursor are refused; evaluation reads whole queries.
+// those of r's revision, so they must not be cached under it. Its cursors are the
+// store's, keys, so a page resumes after a relationship of either kind.
 func WithUpdates(r Reader, updates []Update, now time.Time) Reader {
 	o := &overlay{Reader: r, now: now, removed: map[rel.Key]bool{}}
 	for _, u := range updates {
@@ -44,37 +39,50 @@ type overlay struct {
 // with the updates' relationships matching f, in key order.
 func (o *overlay) Query(ctx context.Context, f Filter, opts QueryOptions) iter.Seq2[Item, error] {
 	return func(yield func(Item, error) bool) {
-		if opts.Limit != 0 || opts.After != "" {
-			yield(Item{}, errOverlayPaged)
-			return
+		codec := NewCursorCodec(f)
+		var after *rel.Key
+		if opts.After != "" {
+			k, err := codec.Decode(opts.After)
+			if err != nil {
+				yield(Item{}, err)
+				return
+			}
+			after = &k
 		}
 		var extra []rel.Relationship
 		for _, x := range o.added {
-			if f.Matches(x, o.now) {
+			if f.Matches(x, o.now) && (after == nil || CompareKeys(x.Key(), *after) > 0) {
 				extra = append(extra, x)
 			}
 		}
-		for item, err := range o.Reader.Query(ctx, f, opts) {
+		emitted := 0
+		// emit yields x and reports whether the query goes on.
+		emit := func(x rel.Relationship) bool {
+			if !yield(Item{Relationship: x, Cursor: codec.Encode(x.Key())}, nil) {
+				return false
+			}
+			emitted++
+			return opts.Limit <= 0 || emitted < opts.Limit
+		}
+		// The store's read has no limit: relationships the updates replace are dropped.
+		for item, err := range o.Reader.Query(ctx, f, QueryOptions{After: opts.After}) {
 			if err != nil {
 				yield(Item{}, err)
 				return
 			}
 			k := item.Relationship.Key()
 			for len(extra) > 0 && CompareKeys(extra[0].Key(), k) < 0 {
-				if !yield(Item{Relationship: extra[0]}, nil) {
+				if !emit(extra[0]) {
 					return
 				}
 				extra = extra[1:]
 			}
-			if o.removed[k] {
-				continue
-			}
-			if !yield(item, nil) {
+			if !o.removed[k] && !emit(item.Relationship) {
 				return
 			}
 		}
 		for _, x := range extra {
-			if !yield(Item{Relationship: x}, nil) {
+			if !emit(x) {
 				return
 			}
 		}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // TestWithUpdates: an overlay answers as the store would after the updates, in key
-// order, without writing them, and refuses paged queries.
+// order, without writing them, and pages them with the store's cursors.
 func TestWithUpdates(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New(memory.Options{})
@@ -61,10 +62,34 @@ func TestWithUpdates(t *testing.T) {
 	for item, err := range r.Query(ctx, store.Filter{ResourceType: "doc", ResourceIDs: []string{"b"}}, store.QueryOptions{}) {
 		t.Fatalf("the store itself changed: %v %v", item, err)
 	}
-	for _, err := range o.Query(ctx, store.Filter{ResourceType: "doc"}, store.QueryOptions{Limit: 1}) {
-		if err == nil {
-			t.Fatal("a paged query on an overlay was answered")
+	// Pages of one, each resumed from the last one's cursor, whether the store or the
+	// updates hold its relationship, add up to the whole query.
+	all := store.Filter{ResourceType: "doc"}
+	var whole, paged []string
+	for item, err := range o.Query(ctx, all, store.QueryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
 		}
-		break
+		whole = append(whole, rel.String(item.Relationship))
+	}
+	var after store.Cursor
+	for range 20 {
+		var page []store.Item
+		for item, err := range o.Query(ctx, all, store.QueryOptions{Limit: 1, After: after}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			page = append(page, item)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if len(page) > 1 {
+			t.Fatalf("a page of one holds %d relationships", len(page))
+		}
+		paged, after = append(paged, rel.String(page[0].Relationship)), page[0].Cursor
+	}
+	if !slices.Equal(paged, whole) || len(whole) != 6 {
+		t.Errorf("pages of one = %v, the whole query %v (want 6 relationships)", paged, whole)
 	}
 }
