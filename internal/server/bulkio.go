@@ -165,7 +165,7 @@ func (s *Server) exportRelationships(ctx context.Context, req *v1.ExportBulkRela
 		if err != nil {
 			return err
 		}
-		batch, last = append(batch, wire), item.Cursor
+		batch, last = append(batch, wire), item.Cursor()
 		if len(batch) == size {
 			if err := flush(); err != nil {
 				return err

@@ -193,7 +193,7 @@ func (p *permissionsService) ReadRelationships(req *v1.ReadRelationshipsRequest,
 		resp := &v1.ReadRelationshipsResponse{
 			ReadAt:            readAt,
 			Relationship:      v1rel,
-			AfterResultCursor: encodeCursor(readCursor{r.Revision(), fh, item.Cursor}),
+			AfterResultCursor: encodeCursor(readCursor{r.Revision(), fh, item.Cursor()}),
 		}
 		if err := stream.Send(resp); err != nil {
 			return err

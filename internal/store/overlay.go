@@ -58,7 +58,7 @@ func (o *overlay) Query(ctx context.Context, f Filter, opts QueryOptions) iter.S
 		emitted := 0
 		// emit yields x and reports whether the query goes on.
 		emit := func(x rel.Relationship) bool {
-			if !yield(Item{Relationship: x, Cursor: codec.Encode(x.Key())}, nil) {
+			if !yield(NewItem(x, codec), nil) {
 				return false
 			}
 			emitted++

@@ -87,7 +87,7 @@ func TestWithUpdates(t *testing.T) {
 		if len(page) > 1 {
 			t.Fatalf("a page of one holds %d relationships", len(page))
 		}
-		paged, after = append(paged, rel.String(page[0].Relationship)), page[0].Cursor
+		paged, after = append(paged, rel.String(page[0].Relationship)), page[0].Cursor()
 	}
 	if !slices.Equal(paged, whole) || len(whole) != 6 {
 		t.Errorf("pages of one = %v, the whole query %v (want 6 relationships)", paged, whole)

@@ -86,18 +86,27 @@ type Reader interface {
 	Revision() Revision
 	// Query yields the relationships matching f in key order (resource type, resource id,
 	// relation, subject type, subject id, subject relation). It hides expired relationships
-	// unless f.IncludeExpired. The second value is a cursor that resumes after the yielded
-	// relationship; iteration stops at the first error.
+	// unless f.IncludeExpired. Each item's Cursor resumes after its relationship;
+	// iteration stops at the first error.
 	Query(ctx context.Context, f Filter, opts QueryOptions) iter.Seq2[Item, error]
 	// Schema returns the schema text in force at this revision ("" when none was written).
 	Schema(ctx context.Context) (string, error)
 }
 
-// Item is one query result with a cursor that resumes after it.
+// Item is one query result.
 type Item struct {
 	Relationship rel.Relationship
-	Cursor       Cursor
+	codec        CursorCodec
 }
+
+// NewItem is a result of a query whose cursors codec encodes.
+func NewItem(r rel.Relationship, codec CursorCodec) Item {
+	return Item{Relationship: r, codec: codec}
+}
+
+// Cursor returns the cursor that resumes the query after the item. It is encoded when
+// asked for: most results, all of a check's, never need one.
+func (it Item) Cursor() Cursor { return it.codec.Encode(it.Relationship.Key()) }
 
 // Op is what an Update does.
 type Op int

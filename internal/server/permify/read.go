@@ -83,7 +83,7 @@ func tuples(ctx context.Context, v *view, r store.Reader, f store.Filter, size i
 		}
 		out = append(out, rl)
 		if size > 0 && len(out) == size {
-			return out, base64.RawURLEncoding.EncodeToString([]byte(it.Cursor)), nil
+			return out, base64.RawURLEncoding.EncodeToString([]byte(it.Cursor())), nil
 		}
 	}
 	return out, "", nil

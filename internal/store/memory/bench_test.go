@@ -222,7 +222,7 @@ func BenchmarkQueryScanPage(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			after = item.Cursor
+			after = item.Cursor()
 			n++
 		}
 		if n < 1000 {

@@ -129,7 +129,7 @@ func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
 			return
 		}
 		for _, x := range q.batch {
-			if !yield(store.Item{Relationship: x, Cursor: q.codec.Of(&q.f).Encode(x.Key())}, nil) {
+			if !yield(store.NewItem(x, q.codec.Of(&q.f)), nil) {
 				return
 			}
 			if emitted++; emitted == q.limit {

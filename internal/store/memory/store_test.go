@@ -162,7 +162,7 @@ func TestLargeGroupAcrossBatches(t *testing.T) {
 			s.GC(c.Now())
 		}
 		if len(got) == batchItems+10 {
-			cursor = item.Cursor
+			cursor = item.Cursor()
 		}
 	}
 	if !slices.Equal(got, want) {

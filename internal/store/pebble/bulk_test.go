@@ -240,7 +240,8 @@ func dirSize(t testing.TB, dir string) int64 {
 
 // BenchmarkQuery measures the query shapes the engine sends, over 200,000
 // relationships: a check (one resource and one subject; also three resources, and the
-// one-resource check from parallel goroutines, as the engine sends many at once), an
+// one-resource check from parallel goroutines, as the engine sends many at once), the
+// relationships of one resource's relation (a check's arrow reads its tupleset so), an
 // arrow step (100 resources of one relation), a lookup's chunk (1,000 resources in id
 // order, a quarter of those in their key range, of one relation) and a reverse lookup
 // (the resources of 10 subjects).
@@ -294,6 +295,7 @@ func BenchmarkQuery(b *testing.B) {
 		{"check-absent", absent},
 		{"check-absent-key", absentKey},
 		{"check3", check3},
+		{"group1", store.Filter{ResourceType: "document", ResourceIDs: docs[:1], Relation: "viewer"}},
 		{"arrow100", store.Filter{ResourceType: "document", ResourceIDs: docs, Relation: "viewer"}},
 		{"chunk1000", store.Filter{ResourceType: "document", ResourceIDs: chunk, Relation: "viewer"}},
 		{"reverse10", store.Filter{ResourceType: "document", Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: users}}},

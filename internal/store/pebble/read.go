@@ -113,6 +113,7 @@ type query struct {
 	sidsBy []string // subject ids in key order
 
 	last    []byte // logical key of the newest version already decided
+	keyBuf  []byte // room for the keys a plan seeks to, kept with the pooled query
 	steps   int
 	emitted int
 	done    bool // the consumer stopped, the limit was reached or an error occurred
@@ -159,10 +160,13 @@ var queryPool = sync.Pool{New: func() any { return new(query) }}
 
 // free returns q to the pool, keeping only its key buffer while it is small.
 func (q *query) free() {
-	last := q.last
+	last, keyBuf := q.last, q.keyBuf
 	*q = query{}
 	if cap(last) <= 256 {
 		q.last = last[:0]
+	}
+	if cap(keyBuf) <= 256 {
+		q.keyBuf = keyBuf[:0]
 	}
 	queryPool.Put(q)
 }
@@ -191,8 +195,19 @@ func (q *query) compile() {
 	}
 }
 
-// usableIDs returns the ids with prefix that could be stored, sorted and unique.
+// usableIDs returns the ids with prefix that could be stored, sorted and unique: ids
+// itself, which the query only reads, when they already are (as a check's one id is).
 func usableIDs(ids []string, prefix string) []string {
+	ready := true
+	for i, id := range ids {
+		if !strings.HasPrefix(id, prefix) || hasNUL(id) || i > 0 && ids[i-1] >= id {
+			ready = false
+			break
+		}
+	}
+	if ready {
+		return ids
+	}
 	out := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if strings.HasPrefix(id, prefix) && !hasNUL(id) {
@@ -255,24 +270,25 @@ func (q *query) scanIDsOfType(t []byte) {
 		if q.done {
 			return
 		}
-		lo := append(append(append(append([]byte{tagForward}, t...), 0), id...), 0)
+		lo := append(append(append(append(append(q.keyBuf[:0], tagForward), t...), 0), id...), 0)
 		if q.f.Relation != "" {
 			lo = append(append(lo, q.f.Relation...), 0)
 		}
 		if exact {
-			q.seekKeys(lo)
+			lo = q.seekKeys(lo)
 		} else {
 			q.scanForward(lo, prefixEnd(lo))
 		}
+		q.keyBuf = lo[:0]
 	}
 }
 
 // seekKeys visits, in key order, the logical key of each of the filter's subject ids
-// under the group prefix lo (resource type, id and relation; seekKeys appends to it):
-// the filter names every field of them. A prefix seek lets each table's bloom filter
-// rule a key out without reading its blocks, as it does for most of a check's keys,
-// which are not stored.
-func (q *query) seekKeys(lo []byte) {
+// under the group prefix lo (resource type, id and relation; seekKeys appends to it
+// and returns the grown buffer): the filter names every field of them. A prefix seek
+// lets each table's bloom filter rule a key out without reading its blocks, as it does
+// for most of a check's keys, which are not stored.
+func (q *query) seekKeys(lo []byte) []byte {
 	sf := q.f.Subject
 	key := append(append(lo, sf.Type...), 0)
 	group := len(key)
@@ -287,9 +303,10 @@ func (q *query) seekKeys(lo []byte) {
 			q.fail(err)
 		}
 		if q.done {
-			return
+			break
 		}
 	}
+	return key
 }
 
 // scanForward visits the forward index from lo (or the cursor) to hi, yielding the
@@ -493,16 +510,16 @@ func (q *query) emitBody(fs *fields, body []byte) {
 		q.fail(err)
 		return
 	}
-	q.emit(x, k)
+	q.emit(x)
 }
 
 // emit hands one result to the consumer.
-func (q *query) emit(x rel.Relationship, k rel.Key) {
+func (q *query) emit(x rel.Relationship) {
 	if err := q.ctx.Err(); err != nil {
 		q.fail(err)
 		return
 	}
-	if !q.yield(store.Item{Relationship: x, Cursor: q.codec.Of(&q.f).Encode(k)}, nil) {
+	if !q.yield(store.NewItem(x, q.codec.Of(&q.f)), nil) {
 		q.done = true
 		return
 	}

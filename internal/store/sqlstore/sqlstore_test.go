@@ -158,7 +158,7 @@ func TestPages(t *testing.T) {
 	if len(got) != 1200 || !slices.Equal(fetches, []int{1000, 200}) {
 		t.Fatalf("limit 1200 read %d items in fetches %v", len(got), fetches)
 	}
-	rest := collect(store.QueryOptions{After: got[1199].Cursor})
+	rest := collect(store.QueryOptions{After: got[1199].Cursor()})
 	if len(rest) != 1300 || rest[0].Relationship.Resource.ID != "d01200" {
 		t.Fatalf("resuming read %d items starting at %v", len(rest), rest[0].Relationship.Resource)
 	}

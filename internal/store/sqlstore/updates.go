@@ -83,7 +83,7 @@ func Pages(ctx context.Context, codec store.CursorCodec, opts store.QueryOptions
 					return
 				}
 				k := r.Key()
-				if !yield(store.Item{Relationship: r, Cursor: codec.Encode(k)}, nil) {
+				if !yield(store.NewItem(r, codec), nil) {
 					return
 				}
 				after = &k

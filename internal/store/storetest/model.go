@@ -282,7 +282,7 @@ func compareRead(h *harness, m *model, rnd *rand.Rand) error {
 				return fmt.Errorf("query %s at %d: %w", f, rev, err)
 			}
 			got = append(got, item.Relationship)
-			after = item.Cursor
+			after = item.Cursor()
 			n++
 		}
 		if limit == 0 || n < limit || page > 100 {

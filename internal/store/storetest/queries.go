@@ -169,7 +169,7 @@ func testOrderAndPaging(h *harness) {
 		}
 		// Each item's cursor resumes right after it.
 		if len(full) > 3 {
-			rest := h.query(rev, f, store.QueryOptions{After: full[2].Cursor})
+			rest := h.query(rev, f, store.QueryOptions{After: full[2].Cursor()})
 			if !slices.Equal(relStrings(rest), relStrings(full[3:])) {
 				h.t.Fatalf("resuming %s after item 2: got %q, want %q", f, relStrings(rest), relStrings(full[3:]))
 			}
@@ -204,7 +204,7 @@ func testCursorAcrossWrites(h *harness) {
 	rev := h.create("document:a#viewer@user:a", "document:b#viewer@user:b", "document:c#viewer@user:c", "document:d#viewer@user:d")
 	first := h.query(rev, all, store.QueryOptions{Limit: 3})
 	h.write(updates(store.Delete, first[2].Relationship)...)
-	rest := h.query(h.head(), all, store.QueryOptions{After: first[2].Cursor})
+	rest := h.query(h.head(), all, store.QueryOptions{After: first[2].Cursor()})
 	full := h.query(h.head(), all, store.QueryOptions{})
 	if !slices.Equal(relStrings(rest), relStrings(full[2:])) {
 		h.t.Fatalf("resuming after a deleted relationship: got %q, want %q", relStrings(rest), relStrings(full[2:]))
@@ -225,7 +225,7 @@ func (h *harness) pages(rev store.Revision, f store.Filter, limit int) []string 
 		if len(page) < limit {
 			return out
 		}
-		after = page[len(page)-1].Cursor
+		after = page[len(page)-1].Cursor()
 	}
 	h.t.Fatalf("paging %s never ended", f)
 	return nil
@@ -248,7 +248,7 @@ func testInvalidCursor(h *harness) {
 		}
 	}
 	items := h.query(rev, store.Filter{ResourceType: "document"}, store.QueryOptions{Limit: 1})
-	if err := queryErr(store.Filter{ResourceType: "folder"}, items[0].Cursor); !errors.Is(err, store.ErrInvalidCursor) {
+	if err := queryErr(store.Filter{ResourceType: "folder"}, items[0].Cursor()); !errors.Is(err, store.ErrInvalidCursor) {
 		h.t.Fatalf("cursor of another filter: %v, want ErrInvalidCursor", err)
 	}
 }
