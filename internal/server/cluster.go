@@ -80,7 +80,7 @@ func (s *Server) answerDispatched(ctx context.Context, sp *engine.Subproblem) (*
 	if err != nil {
 		return nil, err
 	}
-	r = &timedReader{Reader: r, m: s.metrics, tracer: s.tracer}
+	r = s.timed(ctx, r)
 	sch, err := s.schemas.atRevision(ctx, r)
 	if err != nil {
 		return nil, err

@@ -74,7 +74,7 @@ func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader
 	if err != nil {
 		return nil, err
 	}
-	return &timedReader{Reader: r, m: s.metrics, tracer: s.tracer}, nil
+	return s.timed(ctx, r), nil
 }
 
 func decodeToken(t *v1.ZedToken) (store.Revision, error) {

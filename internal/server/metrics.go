@@ -142,16 +142,27 @@ type timedReader struct {
 	store.Reader
 	m       *metrics
 	tracer  trace.Tracer
+	traced  bool // the call is traced (sampled), decided once for its queries
 	queries atomic.Int64
+}
+
+// timed wraps the reader r that serves the call of ctx.
+func (s *Server) timed(ctx context.Context, r store.Reader) *timedReader {
+	return &timedReader{Reader: r, m: s.metrics, tracer: s.tracer, traced: trace.SpanFromContext(ctx).IsRecording()}
 }
 
 func (r *timedReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	r.queries.Add(1)
-	inner := traceQuery(ctx, r.tracer, r.Reader, f, opts)
+	var query iter.Seq2[store.Item, error]
+	if r.traced {
+		query = traceQuery(ctx, r.tracer, r.Reader, f, opts)
+	} else {
+		query = r.Reader.Query(ctx, f, opts)
+	}
 	return func(yield func(store.Item, error) bool) {
 		start := time.Now()
-		defer func() { r.m.queryLatency.Observe(time.Since(start).Seconds()) }()
-		inner(yield)
+		query(yield)
+		r.m.queryLatency.Observe(time.Since(start).Seconds())
 	}
 }
 
