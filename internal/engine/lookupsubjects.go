@@ -730,7 +730,7 @@ func (o *subjectsRun) leaf(n *planNode, after string) idStream {
 		id, c, ok, err := l.read()
 		if !ok || err != nil {
 			stop()
-			l.err = err
+			l.more, l.err = nil, err
 			return l
 		}
 		l.ahead = append(l.ahead, member{id, c})
