@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"buf.build/go/protovalidate"
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latch-authz/latch/internal/relv1"
 	"github.com/latch-authz/latch/internal/server/apierr"
 )
 
@@ -119,8 +121,9 @@ func validationStatus(err error) error {
 // authzed API's requests, records the failure instead of returning it, and the
 // handlers, wrapped by invalidOnDecodeError, answer INVALID_ARGUMENT.
 
-// decodeCodec is grpc-go's proto codec, recording undecodable authzed requests and
-// leaving a rawMessage undecoded.
+// decodeCodec is grpc-go's proto codec, recording undecodable authzed requests,
+// leaving a rawMessage undecoded and decoding the common CheckPermissionRequest
+// without reflection (relv1.DecodeCheckRequest).
 type decodeCodec struct{ encoding.CodecV2 }
 
 // undecodable maps a request message that failed to decode to why. Entries live
@@ -135,6 +138,9 @@ func (c decodeCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		for _, buf := range data {
 			raw.b = append(raw.b, buf.ReadOnlyData()...)
 		}
+		return nil
+	}
+	if req, ok := v.(*v1.CheckPermissionRequest); ok && len(data) == 1 && relv1.DecodeCheckRequest(data[0].ReadOnlyData(), req) {
 		return nil
 	}
 	err := c.CodecV2.Unmarshal(data, v)
