@@ -31,6 +31,20 @@ func (r sliceReader) Query(_ context.Context, f store.Filter, _ store.QueryOptio
 	}
 }
 
+// visitingReader is a sliceReader that is also a store.Visiting, as the stores checks
+// read are.
+type visitingReader struct{ sliceReader }
+
+func (r visitingReader) QueryEach(_ context.Context, f store.Filter, _ store.QueryOptions, v store.Visitor) error {
+	now := time.Now()
+	for _, x := range r.sliceReader {
+		if f.Matches(x, now) && !v.Visit(store.Item{Relationship: x}) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // TestDirectCheckAllocations holds the allocations of a check answered by one direct
 // relationship to a budget, so a change that makes the hottest path allocate more
 // shows up here rather than as a slow drift in benchmarks.
@@ -43,18 +57,18 @@ definition document {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := sliceReader{{
+	r := visitingReader{sliceReader{{
 		Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Relation: "viewer",
 		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "amy"}},
-	}}
+	}}}
 	eng := engine.New(engine.Config{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		permission string
 		budget     float64
 	}{
-		{"viewer", 14},
-		{"view", 14},
+		{"viewer", 11},
+		{"view", 11},
 	} {
 		req := engine.CheckRequest{
 			Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Permission: tc.permission,

@@ -99,16 +99,13 @@ func (ev *evaluator) hops(ctx context.Context, def *ir.Definition, relation stri
 		ev.tuplesets[tuplesetKey{def, relation, id}] = nil
 	}
 	f := store.Filter{ResourceType: def.Name, ResourceIDs: unread, Relation: relation}
-	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
-		if err != nil {
-			for _, id := range unread {
-				delete(ev.tuplesets, tuplesetKey{def, relation, id})
-			}
-			return err
+	ev.visit = readVisitor{ev: ev, kind: readTupleset, tupleset: tuplesetKey{def: def, relation: relation}}
+	err := store.Each(ctx, ev.r, f, store.QueryOptions{}, &ev.visit)
+	ev.visit = readVisitor{}
+	if err != nil {
+		for _, id := range unread {
+			delete(ev.tuplesets, tuplesetKey{def, relation, id})
 		}
-		r := &item.Relationship
-		k := tuplesetKey{def, relation, r.Resource.ID}
-		ev.tuplesets[k] = append(ev.tuplesets[k], edgeOf(r))
 	}
-	return nil
+	return err
 }

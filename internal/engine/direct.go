@@ -90,25 +90,63 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 		sf.Relation, sf.RelationSet = subj.Relation, true
 	}
 	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name, Subject: sf}
-	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
-		if err != nil {
-			return err
-		}
-		s := item.Relationship.Subject
-		wild := s.Object.ID == rel.Wildcard
-		if !wild && s.Relation != subj.Relation {
-			continue
-		}
-		ev.tr.read(item.Relationship.Expiration)
-		o, err := ev.caveat(item.Relationship.Caveat)
-		if err != nil {
-			return err
-		}
-		id := item.Relationship.Resource.ID
-		ev.tr.caveat(ev, id, item.Relationship.Caveat, o)
-		out.put(id, or(out.get(id), o))
+	ev.visit = readVisitor{ev: ev, kind: readMatches, matches: out}
+	err := store.Each(ctx, ev.r, f, store.QueryOptions{}, &ev.visit)
+	if err == nil {
+		err = ev.visit.err
 	}
-	return nil
+	ev.visit = readVisitor{}
+	return err
+}
+
+// readVisitor receives the results of one of the evaluator's reads (kind). The
+// evaluator keeps one, so that handing it to the store allocates nothing.
+type readVisitor struct {
+	ev       *evaluator
+	kind     readKind
+	matches  results
+	edges    []edge
+	tupleset tuplesetKey // its id is set per relationship
+	err      error
+}
+
+type readKind int
+
+const (
+	// readEdges appends each relationship to edges, as an edge (edges).
+	readEdges readKind = iota
+	// readMatches ORs into matches the caveat outcome of each relationship with the
+	// checked subject (directMatches).
+	readMatches
+	// readTupleset adds each relationship to the evaluator's tuplesets (hops).
+	readTupleset
+)
+
+func (v *readVisitor) Visit(item store.Item) bool {
+	ev, x := v.ev, &item.Relationship
+	switch v.kind {
+	case readMatches:
+		if x.Subject.Object.ID != rel.Wildcard && x.Subject.Relation != ev.subject.Relation {
+			return true
+		}
+		ev.tr.read(x.Expiration)
+		o, err := ev.caveat(x.Caveat)
+		if err != nil {
+			v.err = err
+			return false
+		}
+		id := x.Resource.ID
+		ev.tr.caveat(ev, id, x.Caveat, o)
+		v.matches.put(id, or(v.matches.get(id), o))
+	case readTupleset:
+		k := v.tupleset
+		k.id = x.Resource.ID
+		ev.tuplesets[k] = append(ev.tuplesets[k], edgeOf(x))
+	default:
+		ev.tr.read(x.Expiration)
+		v.edges = append(v.edges, edgeOf(x))
+	}
+	return true
 }
 
 // follow evaluates target on the objects edges point to and combines each edge's
@@ -142,14 +180,12 @@ func (ev *evaluator) follow(ctx context.Context, target *ir.Relation, edges []ed
 
 // edges reads the relationships matching f.
 func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) {
-	var out []edge
-	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
-		if err != nil {
-			return nil, err
-		}
-		ev.tr.read(item.Relationship.Expiration)
-		r := item.Relationship
-		out = append(out, edgeOf(&r))
+	ev.visit = readVisitor{ev: ev}
+	err := store.Each(ctx, ev.r, f, store.QueryOptions{}, &ev.visit)
+	out := ev.visit.edges
+	ev.visit = readVisitor{}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

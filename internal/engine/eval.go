@@ -45,6 +45,9 @@ type evaluator struct {
 		subject store.SubjectFilter
 	}
 
+	// visit receives the results of the read in progress (store.Each).
+	visit readVisitor
+
 	memo map[memoKey]outcome
 	// tuplesets holds the relationships arrows read, by resource (hops).
 	tuplesets map[tuplesetKey][]edge

@@ -166,6 +166,21 @@ func (r *timedReader) Query(ctx context.Context, f store.Filter, opts store.Quer
 	}
 }
 
+// QueryEach is Query for a visitor (store.Each), timed and counted alike.
+func (r *timedReader) QueryEach(ctx context.Context, f store.Filter, opts store.QueryOptions, v store.Visitor) error {
+	if r.traced {
+		return store.Each(ctx, iterReader{r}, f, opts, v)
+	}
+	r.queries.Add(1)
+	start := time.Now()
+	err := store.Each(ctx, r.Reader, f, opts, v)
+	r.m.queryLatency.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// iterReader hides a reader's QueryEach, so that store.Each goes through its Query.
+type iterReader struct{ store.Reader }
+
 // handler serves /metrics and, when asked for, Go's profiles under /debug/pprof, on a
 // mux of its own (never http.DefaultServeMux, which any imported package may have
 // added to). The command line (pprof's cmdline) is never served: it may hold the

@@ -93,6 +93,37 @@ type Reader interface {
 	Schema(ctx context.Context) (string, error)
 }
 
+// Visitor receives a query's items one at a time; Visit returns false to stop the
+// query.
+type Visitor interface {
+	Visit(Item) bool
+}
+
+// Visiting is a Reader that can hand a query's items to a Visitor, which costs none of
+// the allocations an iterator's closures do; a check's reads go through it (Each). A
+// reader that wraps another and changes its Query must not pass the other's QueryEach
+// on (embedding it as a Reader, an interface, hides it), or Each would bypass it.
+type Visiting interface {
+	QueryEach(ctx context.Context, f Filter, opts QueryOptions, v Visitor) error
+}
+
+// Each hands the items of r's query to v, through QueryEach when r has it, and
+// returns the query's error.
+func Each(ctx context.Context, r Reader, f Filter, opts QueryOptions, v Visitor) error {
+	if vr, ok := r.(Visiting); ok {
+		return vr.QueryEach(ctx, f, opts, v)
+	}
+	for item, err := range r.Query(ctx, f, opts) {
+		if err != nil {
+			return err
+		}
+		if !v.Visit(item) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // Item is one query result.
 type Item struct {
 	Relationship rel.Relationship

@@ -317,6 +317,19 @@ func BenchmarkQuery(b *testing.B) {
 			b.ReportMetric(float64(n)/float64(b.N), "results/op")
 		})
 	}
+	// The same checks as a check's reads hand them over: to a visitor (store.Each).
+	for name, f := range map[string]store.Filter{"check-key-each": checkKey, "check-absent-key-each": absentKey} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var v countVisitor
+			for range b.N {
+				if err := store.Each(ctx, r, f, store.QueryOptions{}, &v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(v)/float64(b.N), "results/op")
+		})
+	}
 	b.Run("check-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -330,6 +343,14 @@ func BenchmarkQuery(b *testing.B) {
 			}
 		})
 	})
+}
+
+// countVisitor counts the items it visits.
+type countVisitor int
+
+func (c *countVisitor) Visit(store.Item) bool {
+	*c++
+	return true
 }
 
 // BenchmarkWrite measures durable single-relationship writes, one writer at a time

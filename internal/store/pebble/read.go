@@ -51,30 +51,39 @@ func (r *reader) Schema(ctx context.Context) (string, error) {
 // Query yields the relationships matching f at the reader's revision, in key order.
 func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
 	return func(yield func(store.Item, error) bool) {
-		if err := r.s.acquire(); err != nil {
+		if err := r.QueryEach(ctx, f, opts, yieldVisitor(yield)); err != nil {
 			yield(store.Item{}, err)
-			return
-		}
-		defer r.s.release()
-		q, pit, err := r.s.newQuery(ctx, r.rev, f, opts, yield)
-		if err != nil {
-			yield(store.Item{}, err)
-			return
-		}
-		defer q.free()
-		defer r.s.iters.put(pit)
-		if q.empty {
-			return
-		}
-		q.run()
-		if iterStatsHook != nil {
-			iterStatsHook(q.it.Stats())
-		}
-		if q.err != nil {
-			yield(store.Item{}, q.err)
 		}
 	}
 }
+
+// QueryEach hands the relationships matching f at the reader's revision to v, in key
+// order.
+func (r *reader) QueryEach(ctx context.Context, f store.Filter, opts store.QueryOptions, v store.Visitor) error {
+	if err := r.s.acquire(); err != nil {
+		return err
+	}
+	defer r.s.release()
+	q, pit, err := r.s.newQuery(ctx, r.rev, f, opts, v)
+	if err != nil {
+		return err
+	}
+	defer q.free()
+	defer r.s.iters.put(pit)
+	if q.empty {
+		return nil
+	}
+	q.run()
+	if iterStatsHook != nil {
+		iterStatsHook(q.it.Stats())
+	}
+	return q.err
+}
+
+// yieldVisitor hands a query's items to an iterator's consumer.
+type yieldVisitor func(store.Item, error) bool
+
+func (y yieldVisitor) Visit(it store.Item) bool { return y(it, nil) }
 
 // seekAfterMisses is how many consecutive non-matching entries a scan steps over
 // before it seeks past the run they belong to: stepping is cheaper than seeking over
@@ -97,7 +106,7 @@ type query struct {
 	now   expiry // the clock, read at the first version that expires
 	f     store.Filter
 	limit int
-	yield func(store.Item, error) bool
+	visit store.Visitor
 	it    *pebble.Iterator
 	codec store.LazyCursorCodec
 
@@ -125,12 +134,12 @@ type query struct {
 // is checked after the iterator exists: the collector raises oldest before it deletes,
 // so an iterator opened while rev was still retained (as every one that passes the
 // check was) sees all of rev.
-func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions, yield func(store.Item, error) bool) (*query, pooledIter, error) {
+func (s *Store) newQuery(ctx context.Context, rev uint64, f store.Filter, opts store.QueryOptions, visit store.Visitor) (*query, pooledIter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, pooledIter{}, err
 	}
 	q := queryPool.Get().(*query)
-	q.s, q.ctx, q.rev, q.f, q.limit, q.yield = s, ctx, rev, f, max(opts.Limit, 0), yield
+	q.s, q.ctx, q.rev, q.f, q.limit, q.visit = s, ctx, rev, f, max(opts.Limit, 0), visit
 	if opts.After != "" {
 		k, err := q.codec.Of(&q.f).Decode(opts.After)
 		if err != nil {
@@ -519,7 +528,7 @@ func (q *query) emit(x rel.Relationship) {
 		q.fail(err)
 		return
 	}
-	if !q.yield(store.NewItem(x, q.codec.Of(&q.f)), nil) {
+	if !q.visit.Visit(store.NewItem(x, q.codec.Of(&q.f))) {
 		q.done = true
 		return
 	}
