@@ -180,7 +180,7 @@ func (ev *evaluator) follow(ctx context.Context, target *ir.Relation, edges []ed
 
 // edges reads the relationships matching f.
 func (ev *evaluator) edges(ctx context.Context, f store.Filter) ([]edge, error) {
-	ev.visit = readVisitor{ev: ev}
+	ev.visit = readVisitor{ev: ev, kind: readEdges}
 	err := store.Each(ctx, ev.r, f, store.QueryOptions{}, &ev.visit)
 	out := ev.visit.edges
 	ev.visit = readVisitor{}
