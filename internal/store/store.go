@@ -124,6 +124,21 @@ func Each(ctx context.Context, r Reader, f Filter, opts QueryOptions, v Visitor)
 	return nil
 }
 
+// Iterate is the Query of a reader whose QueryEach does the work: QueryEach's items,
+// then its error.
+func Iterate(ctx context.Context, r Visiting, f Filter, opts QueryOptions) iter.Seq2[Item, error] {
+	return func(yield func(Item, error) bool) {
+		if err := r.QueryEach(ctx, f, opts, yieldVisitor(yield)); err != nil {
+			yield(Item{}, err)
+		}
+	}
+}
+
+// yieldVisitor hands a query's items to an iterator's consumer.
+type yieldVisitor func(Item, error) bool
+
+func (y yieldVisitor) Visit(it Item) bool { return y(it, nil) }
+
 // Item is one query result.
 type Item struct {
 	Relationship rel.Relationship

@@ -22,15 +22,18 @@ const (
 
 // Query yields the relationships matching f at the reader's revision, in key order.
 func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
-	return func(yield func(store.Item, error) bool) {
-		q := queryPool.Get().(*query)
-		defer q.free()
-		if err := q.start(ctx, r.s, r.rev, f, opts); err != nil {
-			yield(store.Item{}, err)
-			return
-		}
-		q.run(ctx, yield)
+	return store.Iterate(ctx, r, f, opts)
+}
+
+// QueryEach hands the relationships matching f at the reader's revision to v, in key
+// order.
+func (r *reader) QueryEach(ctx context.Context, f store.Filter, opts store.QueryOptions, v store.Visitor) error {
+	q := queryPool.Get().(*query)
+	defer q.free()
+	if err := q.start(ctx, r.s, r.rev, f, opts); err != nil {
+		return err
 	}
+	return q.run(ctx, v)
 }
 
 // queryPool recycles queries: a check makes several small ones, and a query is larger
@@ -113,31 +116,29 @@ func (q *query) free() {
 	queryPool.Put(q)
 }
 
-// run gathers batches under the read lock and yields them without it.
-func (q *query) run(ctx context.Context, yield func(store.Item, error) bool) {
+// run gathers batches under the read lock and hands them to v without it.
+func (q *query) run(ctx context.Context, v store.Visitor) error {
 	q.batch = q.batchBuf[:0]
 	emitted := 0
 	for {
 		if err := ctx.Err(); err != nil {
-			yield(store.Item{}, err)
-			return
+			return err
 		}
 		q.batch = q.batch[:0]
 		done, err := q.fill(&q.batch, emitted)
 		if err != nil {
-			yield(store.Item{}, err)
-			return
+			return err
 		}
 		for _, x := range q.batch {
-			if !yield(store.NewItem(x, q.codec.Of(&q.f)), nil) {
-				return
+			if !v.Visit(store.NewItem(x, q.codec.Of(&q.f))) {
+				return nil
 			}
 			if emitted++; emitted == q.limit {
-				return
+				return nil
 			}
 		}
 		if done {
-			return
+			return nil
 		}
 	}
 }

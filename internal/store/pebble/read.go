@@ -50,11 +50,7 @@ func (r *reader) Schema(ctx context.Context) (string, error) {
 
 // Query yields the relationships matching f at the reader's revision, in key order.
 func (r *reader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
-	return func(yield func(store.Item, error) bool) {
-		if err := r.QueryEach(ctx, f, opts, yieldVisitor(yield)); err != nil {
-			yield(store.Item{}, err)
-		}
-	}
+	return store.Iterate(ctx, r, f, opts)
 }
 
 // QueryEach hands the relationships matching f at the reader's revision to v, in key
@@ -79,11 +75,6 @@ func (r *reader) QueryEach(ctx context.Context, f store.Filter, opts store.Query
 	}
 	return q.err
 }
-
-// yieldVisitor hands a query's items to an iterator's consumer.
-type yieldVisitor func(store.Item, error) bool
-
-func (y yieldVisitor) Visit(it store.Item) bool { return y(it, nil) }
 
 // seekAfterMisses is how many consecutive non-matching entries a scan steps over
 // before it seeks past the run they belong to: stepping is cheaper than seeking over
