@@ -39,16 +39,7 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 			continue
 		}
 		rels := g.Relationships(10+g.Rnd.IntN(30), time.Now())
-		st := memory.New(memory.Options{})
-		updates := make([]store.Update, len(rels))
-		for i, x := range rels {
-			updates[i] = store.Update{Op: store.Create, Relationship: x}
-		}
-		rev, err := st.Write(ctx, nil, updates, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reader, _ := st.Reader(ctx, rev)
+		st, reader := memoryReader(t, rels)
 		// Lookups run on an engine with a subproblem cache (one per store, as the cache
 		// requires), checks on one without.
 		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
@@ -163,16 +154,7 @@ func TestOrderedLookupSubjectsAgreeWithSets(t *testing.T) {
 			continue
 		}
 		rels := g.Relationships(20+g.Rnd.IntN(40), time.Now())
-		st := memory.New(memory.Options{})
-		updates := make([]store.Update, len(rels))
-		for i, x := range rels {
-			updates[i] = store.Update{Op: store.Create, Relationship: x}
-		}
-		rev, err := st.Write(ctx, nil, updates, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reader, _ := st.Reader(ctx, rev)
+		st, reader := memoryReader(t, rels)
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("seed %d: %s\nschema:\n%s\nrels:\n%s", seed, fmt.Sprintf(format, args...), src, enginetest.Dump(rels))
@@ -328,7 +310,13 @@ func denseSubjectLookups(t *testing.T, defs string, caveats bool, interesting fu
 	for seed := range uint64(600) {
 		rnd := rand.New(rand.NewPCG(seed, 31))
 		seen := map[rel.Key]bool{}
-		var updates []store.Update
+		var rels []rel.Relationship
+		put := func(x rel.Relationship) {
+			if !seen[x.Key()] {
+				seen[x.Key()] = true
+				rels = append(rels, x)
+			}
+		}
 		add := func(res rel.ObjectRef, relation string, subj rel.SubjectRef) {
 			x := rel.Relationship{Resource: res, Relation: relation, Subject: subj}
 			if caveats && rnd.IntN(3) == 0 && !(res.Type == "doc" && relation == "banned" && subj.Relation != "") {
@@ -337,10 +325,7 @@ func denseSubjectLookups(t *testing.T, defs string, caveats bool, interesting fu
 					x.Caveat.Context = map[string]any{"f": rnd.IntN(2) == 0}
 				}
 			}
-			if !seen[x.Key()] {
-				seen[x.Key()] = true
-				updates = append(updates, store.Update{Op: store.Create, Relationship: x})
-			}
+			put(x)
 		}
 		user := func() rel.SubjectRef {
 			id := rel.Wildcard
@@ -369,11 +354,7 @@ func denseSubjectLookups(t *testing.T, defs string, caveats bool, interesting fu
 				relation := []string{"member", "allowed"}[rnd.IntN(2)]
 				if caveats && relation == "allowed" {
 					// grp#allowed is allowed only with the caveat.
-					x := rel.Relationship{Resource: obj("doc"), Relation: "viewer", Subject: rel.SubjectRef{Object: obj("grp"), Relation: relation}, Caveat: &rel.Caveat{Name: "flagged"}}
-					if !seen[x.Key()] {
-						seen[x.Key()] = true
-						updates = append(updates, store.Update{Op: store.Create, Relationship: x})
-					}
+					put(rel.Relationship{Resource: obj("doc"), Relation: "viewer", Subject: rel.SubjectRef{Object: obj("grp"), Relation: relation}, Caveat: &rel.Caveat{Name: "flagged"}})
 					continue
 				}
 				add(obj("doc"), "viewer", rel.SubjectRef{Object: obj("grp"), Relation: relation})
@@ -387,12 +368,7 @@ func denseSubjectLookups(t *testing.T, defs string, caveats bool, interesting fu
 				add(obj("doc"), []string{"viewer", "editor", "banned"}[rnd.IntN(3)], user())
 			}
 		}
-		st := memory.New(memory.Options{})
-		rev, err := st.Write(ctx, nil, updates, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reader, _ := st.Reader(ctx, rev)
+		st, reader := memoryReader(t, rels)
 		for _, perm := range []string{"viewer", "banned", "ex1", "ex2", "in1", "in2", "mix", "every", "nested", "seen"} {
 			for d := range 3 {
 				req := engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "doc", ID: fmt.Sprint("d", d)}, Permission: perm, SubjectType: "user"}
@@ -411,11 +387,7 @@ func denseSubjectLookups(t *testing.T, defs string, caveats bool, interesting fu
 				want, wantErr := run(eng.LookupSubjectsBySets)
 				got, err := run(eng.LookupSubjects)
 				if err != nil || wantErr != nil || !slices.Equal(got, want) {
-					var dump []string
-					for _, u := range updates {
-						dump = append(dump, rel.String(u.Relationship))
-					}
-					t.Fatalf("seed %d: doc:d%d#%s ctx %v: %v %v, by sets %v %v\n%s", seed, d, perm, req.Context, got, err, want, wantErr, strings.Join(dump, "\n"))
+					t.Fatalf("seed %d: doc:d%d#%s ctx %v: %v %v, by sets %v %v\n%s", seed, d, perm, req.Context, got, err, want, wantErr, enginetest.Dump(rels))
 				}
 				if slices.ContainsFunc(got, interesting) {
 					count++
@@ -528,20 +500,30 @@ func lsMembership(concrete map[string]engine.Result, wild *engine.FoundSubject, 
 // lookupFixture compiles src and writes rels (in relationship syntax) to a memory store.
 func lookupFixture(t *testing.T, src string, rels ...string) (*ir.Schema, store.Reader) {
 	t.Helper()
-	ctx := context.Background()
 	s, err := schema.Compile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := memory.New(memory.Options{})
-	t.Cleanup(func() { st.Close() })
-	updates := make([]store.Update, len(rels))
+	parsed := make([]rel.Relationship, len(rels))
 	for i, x := range rels {
-		r, err := rel.Parse(x)
-		if err != nil {
+		if parsed[i], err = rel.Parse(x); err != nil {
 			t.Fatal(err)
 		}
-		updates[i] = store.Update{Op: store.Create, Relationship: r}
+	}
+	st, reader := memoryReader(t, parsed)
+	t.Cleanup(func() { st.Close() })
+	return s, reader
+}
+
+// memoryReader writes rels to a new memory store, which the caller closes, and
+// returns it with a reader at that write.
+func memoryReader(t testing.TB, rels []rel.Relationship) (*memory.Store, store.Reader) {
+	t.Helper()
+	ctx := context.Background()
+	st := memory.New(memory.Options{})
+	updates := make([]store.Update, len(rels))
+	for i, x := range rels {
+		updates[i] = store.Update{Op: store.Create, Relationship: x}
 	}
 	rev, err := st.Write(ctx, nil, updates, nil)
 	if err != nil {
@@ -551,7 +533,7 @@ func lookupFixture(t *testing.T, src string, rels ...string) (*ir.Schema, store.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, reader
+	return st, reader
 }
 
 // TestLookupResourcesSubjectSetOfOwnPermission: a subject set holds itself whether it

@@ -14,8 +14,6 @@ import (
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/schema/ir"
-	"github.com/latch-authz/latch/internal/store"
-	"github.com/latch-authz/latch/internal/store/memory"
 )
 
 // The reference evaluator answers one (object, relation) at a time by the plain
@@ -235,19 +233,7 @@ func TestEngineAgreesWithReference(t *testing.T) {
 		}
 		now := time.Now()
 		rels := g.Relationships(10+g.Rnd.IntN(30), now)
-		st := memory.New(memory.Options{})
-		updates := make([]store.Update, len(rels))
-		for i, x := range rels {
-			updates[i] = store.Update{Op: store.Create, Relationship: x}
-		}
-		rev, err := st.Write(ctx, nil, updates, nil)
-		if err != nil {
-			t.Fatalf("seed %d: write: %v", seed, err)
-		}
-		reader, err := st.Reader(ctx, rev)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, reader := memoryReader(t, rels)
 		cached := engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16)})
 		for range checksPerSchema {
 			d := g.Pick(g.Defs[1:])
