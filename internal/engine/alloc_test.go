@@ -67,8 +67,8 @@ definition document {
 		permission string
 		budget     float64
 	}{
-		{"viewer", 11},
-		{"view", 11},
+		{"viewer", 10},
+		{"view", 10},
 	} {
 		req := engine.CheckRequest{
 			Resource: rel.ObjectRef{Type: "document", ID: "readme"}, Permission: tc.permission,

@@ -113,6 +113,13 @@ func Each(ctx context.Context, r Reader, f Filter, opts QueryOptions, v Visitor)
 	if vr, ok := r.(Visiting); ok {
 		return vr.QueryEach(ctx, f, opts, v)
 	}
+	return eachOfQuery(ctx, r, f, opts, v)
+}
+
+// eachOfQuery is Each over r's Query. It is a function of its own because a function
+// that ranges over an iterator and returns from its body keeps its results on the
+// heap: Each would allocate on every call, visitor or not.
+func eachOfQuery(ctx context.Context, r Reader, f Filter, opts QueryOptions, v Visitor) error {
 	for item, err := range r.Query(ctx, f, opts) {
 		if err != nil {
 			return err
