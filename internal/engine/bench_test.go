@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"iter"
 	"runtime"
 	"runtime/metrics"
 	"sync"
@@ -36,82 +37,63 @@ var (
 	socialErr  error
 )
 
-// loadSocial builds the social data set once per test binary.
+// loadSocial builds the social data set in a memory store once per test binary.
 func loadSocial(b *testing.B) socialFixture {
 	b.Helper()
-	socialOnce.Do(func() {
-		ctx := context.Background()
-		social.s, socialErr = schema.Compile(dataset.SocialSchema)
-		if socialErr != nil {
-			return
-		}
-		st := memory.New(memory.Options{})
-		var batch []store.Update
-		flush := func() error {
-			_, err := st.Write(ctx, nil, batch, nil)
-			batch = batch[:0]
-			return err
-		}
-		socialErr = dataset.Social{Users: *socialUsers, Seed: 1}.Generate(func(r rel.Relationship) error {
-			social.rels++
-			batch = append(batch, store.Update{Op: store.Touch, Relationship: r})
-			if len(batch) == 10_000 {
-				return flush()
-			}
-			return nil
-		})
-		if socialErr == nil {
-			socialErr = flush()
-		}
-		if socialErr != nil {
-			return
-		}
-		rev, err := st.HeadRevision(ctx)
-		if err == nil {
-			social.reader, err = st.Reader(ctx, rev)
-		}
-		socialErr = err
-	})
+	socialOnce.Do(func() { social, socialErr = bulkLoadSocial(memory.New(memory.Options{})) })
 	if socialErr != nil {
 		b.Fatal(socialErr)
 	}
 	return social
 }
 
-// loadSocialPebble bulk-loads the social data set into a pebble store in a directory
-// of b's, closed when b ends.
+// loadSocialPebble builds the social data set in a pebble store in a directory of b's,
+// closed when b ends.
 func loadSocialPebble(b *testing.B) socialFixture {
 	b.Helper()
-	ctx := context.Background()
-	s, err := schema.Compile(dataset.SocialSchema)
-	if err != nil {
-		b.Fatal(err)
-	}
 	st, err := pebble.Open(b.TempDir(), pebble.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	f := socialFixture{s: s}
+	f, err := bulkLoadSocial(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// bulkLoader is a store that loads in bulk, as imports do.
+type bulkLoader interface {
+	BulkLoad(ctx context.Context, rels iter.Seq2[rel.Relationship, error]) (store.Revision, error)
+	Reader(ctx context.Context, rev store.Revision) (store.Reader, error)
+}
+
+// bulkLoadSocial loads the social data set into st.
+func bulkLoadSocial(st bulkLoader) (socialFixture, error) {
+	ctx := context.Background()
+	var f socialFixture
+	var err error
+	if f.s, err = schema.Compile(dataset.SocialSchema); err != nil {
+		return f, err
+	}
 	rev, err := st.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
+		errStopped := errors.New("stopped")
 		err := dataset.Social{Users: *socialUsers, Seed: 1}.Generate(func(r rel.Relationship) error {
 			f.rels++
 			if !yield(r, nil) {
-				return errors.New("stopped")
+				return errStopped
 			}
 			return nil
 		})
-		if err != nil {
+		if err != nil && err != errStopped {
 			yield(rel.Relationship{}, err)
 		}
 	})
 	if err == nil {
 		f.reader, err = st.Reader(ctx, rev)
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	return f
+	return f, err
 }
 
 // BenchmarkCheckSocial measures one in-process check of the social workload's request
