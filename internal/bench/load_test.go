@@ -3,11 +3,13 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/bench/dataset"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/relv1"
 )
 
 // importServer serves WriteSchema and, when bulk is set, ImportBulkRelationships;
@@ -80,12 +83,7 @@ func (s *importServer) WriteRelationships(_ context.Context, r *v1.WriteRelation
 	return &v1.WriteRelationshipsResponse{WrittenAt: &v1.ZedToken{Token: "t"}}, nil
 }
 
-func wireString(r *v1.Relationship) string {
-	return rel.String(rel.Relationship{
-		Resource: rel.ObjectRef{Type: r.Resource.ObjectType, ID: r.Resource.ObjectId}, Relation: r.Relation,
-		Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: r.Subject.Object.ObjectType, ID: r.Subject.Object.ObjectId}, Relation: r.Subject.OptionalRelation},
-	})
-}
+func wireString(r *v1.Relationship) string { return rel.String(relv1.FromRelationship(r)) }
 
 func serveImport(t *testing.T, s *importServer) Conn {
 	t.Helper()
@@ -106,8 +104,31 @@ func serveImport(t *testing.T, s *importServer) Conn {
 	return conns[0]
 }
 
+// caveated is the social data set with every third relationship caveated and every
+// fifth expiring, which the generated code encodes.
+type caveated struct{ dataset.Social }
+
+func (c caveated) Generate(yield func(rel.Relationship) error) error {
+	i := 0
+	return c.Social.Generate(func(r rel.Relationship) error {
+		if i++; i%3 == 0 {
+			r.Caveat = &rel.Caveat{Name: "c", Context: map[string]any{"n": float64(i)}}
+		}
+		if i%5 == 0 {
+			at := time.Date(2030, 1, 1, 0, 0, i, 0, time.UTC)
+			r.Expiration = &at
+		}
+		return yield(r)
+	})
+}
+
 func TestLoadBulkAndFallback(t *testing.T) {
-	ds := dataset.Social{Users: 500, Seed: 2}
+	for _, ds := range []dataset.Dataset{dataset.Social{Users: 500, Seed: 2}, caveated{dataset.Social{Users: 100, Seed: 3}}} {
+		t.Run(fmt.Sprintf("%T", ds), func(t *testing.T) { testLoadBulkAndFallback(t, ds) })
+	}
+}
+
+func testLoadBulkAndFallback(t *testing.T, ds dataset.Dataset) {
 	var want []string
 	if err := ds.Generate(func(r rel.Relationship) error { want = append(want, rel.String(r)); return nil }); err != nil {
 		t.Fatal(err)

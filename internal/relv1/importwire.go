@@ -110,3 +110,61 @@ func uvarint[T string | []byte](b T) (v uint64, n int) {
 	}
 	return 0, -1
 }
+
+// AppendImportRequest appends to dst the bytes of an ImportBulkRelationshipsRequest of
+// rels, as the generated code would write them, for the shape FromImportRequest reads:
+// ok is false, and dst unchanged, when one has a caveat or an expiration, which the
+// caller encodes with the generated code.
+func AppendImportRequest(dst []byte, rels []rel.Relationship) (out []byte, ok bool) {
+	out = dst
+	for i := range rels {
+		r := &rels[i]
+		if r.Caveat != nil || r.Expiration != nil {
+			return dst, false
+		}
+		subject := sizeOf(1, objectSize(r.Subject.Object)) + stringSize(2, r.Subject.Relation)
+		size := sizeOf(1, objectSize(r.Resource)) + stringSize(2, r.Relation) + sizeOf(3, subject)
+		out = protowire.AppendTag(out, 1, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(size))
+		out = appendObject(out, 1, r.Resource)
+		out = appendString(out, 2, r.Relation)
+		out = protowire.AppendTag(out, 3, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(subject))
+		out = appendObject(out, 1, r.Subject.Object)
+		out = appendString(out, 2, r.Subject.Relation)
+	}
+	return out, true
+}
+
+// objectSize is the size of ObjectReference o's fields.
+func objectSize(o rel.ObjectRef) int { return stringSize(1, o.Type) + stringSize(2, o.ID) }
+
+// sizeOf is the size of field num holding n bytes.
+func sizeOf(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// stringSize is the size of string field num holding s: none when s is empty, which
+// proto3 does not write.
+func stringSize(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return sizeOf(num, len(s))
+}
+
+// appendObject appends ObjectReference o as field num.
+func appendObject(b []byte, num protowire.Number, o rel.ObjectRef) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(objectSize(o)))
+	return appendString(appendString(b, 1, o.Type), 2, o.ID)
+}
+
+// appendString appends string field num, unless s is empty.
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
