@@ -152,9 +152,9 @@ func loadBulk(ctx context.Context, pc v1.PermissionsServiceClient, ds dataset.Da
 }
 
 // importMessage is the ImportBulkRelationshipsRequest of rels: its bytes, written
-// without the generated code's objects and reflection where relv1 can, which costs
-// the generator a fifth of the CPU and leaves it to the server it shares the machine
-// with; the generated message otherwise.
+// without the generated code's objects and reflection where relv1 can, at a quarter
+// of their CPU, which the generator leaves to the server it shares the machine with;
+// the generated message otherwise.
 func importMessage(rels []rel.Relationship) (any, error) {
 	if b, ok := relv1.AppendImportRequest(make([]byte, 0, 64*len(rels)), rels); ok {
 		return wireMessage(b), nil
