@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
@@ -39,7 +40,9 @@ func readAll(ctx context.Context, s store.Store, rev store.Revision) ([]string, 
 // TestConcurrentWritersExactRevisions runs writers that each create one new
 // relationship per write while readers read at the head. Afterwards every revision
 // must show exactly the relationships of the writes at or below it, and every read
-// taken during the run must have seen exactly that too.
+// taken during the run must have seen exactly that too. The first writer waits after
+// each write until a reader has read at or past its revision, so the reads are taken
+// between writes however the scheduler runs them: at least one per write of its.
 func TestConcurrentWritersExactRevisions(t *testing.T) {
 	s, _ := open(t, postgres.Options{})
 	ctx := context.Background()
@@ -48,6 +51,18 @@ func TestConcurrentWritersExactRevisions(t *testing.T) {
 	var mu sync.Mutex
 	written := map[store.Revision]string{} // guarded by mu: revision → resource created
 	observed := map[store.Revision][]string{}
+	var newest store.Revision // guarded by mu: the newest revision a reader has read
+	readPast := func(rev store.Revision) error {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+			mu.Lock()
+			read := newest >= rev
+			mu.Unlock()
+			if read {
+				return nil
+			}
+		}
+		return fmt.Errorf("no reader read revision %d within 30 s", rev)
+	}
 	var wg, rwg sync.WaitGroup
 	errs := make(chan error, writers+readers)
 	done := make(chan struct{})
@@ -66,6 +81,12 @@ func TestConcurrentWritersExactRevisions(t *testing.T) {
 				}
 				written[rev] = id
 				mu.Unlock()
+				if w == 0 {
+					if err := readPast(rev); err != nil {
+						errs <- err
+						return
+					}
+				}
 			}
 		})
 	}
@@ -89,6 +110,7 @@ func TestConcurrentWritersExactRevisions(t *testing.T) {
 				}
 				mu.Lock()
 				observed[rev] = ids
+				newest = max(newest, rev)
 				mu.Unlock()
 			}
 		})
