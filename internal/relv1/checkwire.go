@@ -112,14 +112,7 @@ func decodeZedToken(s string) (*v1.ZedToken, bool) {
 
 // decodeObjectReference decodes an ObjectReference into o.
 func decodeObjectReference(s string, o *v1.ObjectReference) bool {
-	return wireStrings(s, 2, func(num uint64, v string) bool {
-		if num == 1 {
-			o.ObjectType = v
-		} else {
-			o.ObjectId = v
-		}
-		return utf8.ValidString(v)
-	})
+	return objectFields(s, &o.ObjectType, &o.ObjectId)
 }
 
 // decodeSubjectReference decodes a SubjectReference.

@@ -1,6 +1,8 @@
 package relv1
 
 import (
+	"unicode/utf8"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -54,14 +56,18 @@ func decodeRelationship(s string) (r rel.Relationship, ok bool) {
 }
 
 // decodeObject decodes an ObjectReference.
-func decodeObject(s string, o *rel.ObjectRef) bool {
+func decodeObject(s string, o *rel.ObjectRef) bool { return objectFields(s, &o.Type, &o.ID) }
+
+// objectFields decodes the type and id of an ObjectReference into typ and id, each
+// valid UTF-8 as the generated code requires.
+func objectFields(s string, typ, id *string) bool {
 	return wireStrings(s, 2, func(num uint64, v string) bool {
 		if num == 1 {
-			o.Type = v
+			*typ = v
 		} else {
-			o.ID = v
+			*id = v
 		}
-		return true
+		return utf8.ValidString(v)
 	})
 }
 
