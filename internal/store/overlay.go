@@ -13,7 +13,7 @@ import (
 // creates and deletes) were applied, without writing them: Permify's contextual
 // tuples and attributes, which count for one request alone. Its answers are not
 // those of r's revision, so they must not be cached under it. Its cursors are the
-// store's, keys, so a page resumes after a relationship of either kind.
+// store's (relationship keys), so a page resumes after a relationship of either kind.
 func WithUpdates(r Reader, updates []Update, now time.Time) Reader {
 	o := &overlay{Reader: r, now: now, removed: map[rel.Key]bool{}}
 	for _, u := range updates {
