@@ -80,6 +80,9 @@ func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic)
 			if loc != nil && loc.Line() > 0 {
 				line, col = loc.Line(), loc.Column()+1
 			}
+			if strings.HasPrefix(e.Message, recursionLimitMsg) {
+				line, col = deepest(expr)
+			}
 			diags = append(diags, Diagnostic{Line: line, Col: col, Msg: e.Message})
 		}
 		return nil, diags

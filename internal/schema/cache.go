@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"crypto/sha256"
 	"sync"
 )
@@ -11,7 +12,7 @@ import (
 // Once it holds max entries the oldest leaves first. It is safe for concurrent use.
 type Cache[V any] struct {
 	max     int
-	compile func(text string) (V, error)
+	compile func(ctx context.Context, text string) (V, error)
 
 	mu     sync.Mutex
 	byHash map[[sha256.Size]byte]V // guarded by mu
@@ -19,12 +20,13 @@ type Cache[V any] struct {
 }
 
 // NewCache returns a cache of at most max entries that compiles with compile.
-func NewCache[V any](max int, compile func(text string) (V, error)) *Cache[V] {
+// A compile ended by its caller's context is not kept either.
+func NewCache[V any](max int, compile func(ctx context.Context, text string) (V, error)) *Cache[V] {
 	return &Cache[V]{max: max, compile: compile, byHash: map[[sha256.Size]byte]V{}}
 }
 
 // Get returns the compiled form of text; a text that does not compile is not kept.
-func (c *Cache[V]) Get(text string) (V, error) {
+func (c *Cache[V]) Get(ctx context.Context, text string) (V, error) {
 	h := sha256.Sum256([]byte(text))
 	c.mu.Lock()
 	v, ok := c.byHash[h]
@@ -32,7 +34,7 @@ func (c *Cache[V]) Get(text string) (V, error) {
 	if ok {
 		return v, nil
 	}
-	v, err := c.compile(text)
+	v, err := c.compile(ctx, text)
 	if err != nil {
 		return v, err
 	}

@@ -1,13 +1,14 @@
 package schema
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
 
 func TestCacheCompilesOnceAndEvictsOldest(t *testing.T) {
 	compiles := map[string]int{}
-	c := NewCache(2, func(text string) (string, error) {
+	c := NewCache(2, func(_ context.Context, text string) (string, error) {
 		compiles[text]++
 		if text == "bad" {
 			return "", errors.New("does not compile")
@@ -15,7 +16,7 @@ func TestCacheCompilesOnceAndEvictsOldest(t *testing.T) {
 		return "compiled " + text, nil
 	})
 	for _, text := range []string{"a", "a", "b", "a", "c", "a", "b"} {
-		if v, err := c.Get(text); err != nil || v != "compiled "+text {
+		if v, err := c.Get(context.Background(), text); err != nil || v != "compiled "+text {
 			t.Fatalf("Get(%q) = %q, %v", text, v, err)
 		}
 	}
@@ -24,7 +25,7 @@ func TestCacheCompilesOnceAndEvictsOldest(t *testing.T) {
 		t.Errorf("compiles = %v; want %v", compiles, want)
 	}
 	for range 2 {
-		if _, err := c.Get("bad"); err == nil {
+		if _, err := c.Get(context.Background(), "bad"); err == nil {
 			t.Fatal("a text that does not compile was served")
 		}
 	}

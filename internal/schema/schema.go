@@ -4,6 +4,7 @@
 package schema
 
 import (
+	"context"
 	"strings"
 	"unicode/utf8"
 
@@ -72,13 +73,23 @@ func (e *DiagnosticsError) Error() string {
 // Compile parses and checks a schema written in SpiceDB's schema language. On
 // failure the error is a *DiagnosticsError. When the text has syntax errors only
 // those are reported: checking a half-parsed schema would add noise, not news.
-func Compile(src string) (*ir.Schema, error) {
-	f, diags := zed.Parse(src)
+func Compile(src string) (*ir.Schema, error) { return CompileContext(context.Background(), src) }
+
+// CompileContext is Compile that gives up when ctx ends, returning ctx's error, so a
+// large schema stops costing CPU once its caller has gone.
+func CompileContext(ctx context.Context, src string) (*ir.Schema, error) {
+	f, diags, err := zed.ParseContext(ctx, src)
+	if err != nil {
+		return nil, err
+	}
 	if len(diags) > 0 {
 		check.Sort(diags)
 		return nil, &DiagnosticsError{Diagnostics: diags, Source: src}
 	}
-	s, diags := check.Check(f)
+	s, diags, err := check.CheckContext(ctx, f)
+	if err != nil {
+		return nil, err
+	}
 	if len(diags) > 0 {
 		return nil, &DiagnosticsError{Diagnostics: diags, Source: src}
 	}

@@ -16,8 +16,8 @@ import (
 
 // Admission control: a cap on requests executing at once plus a bounded queue with a
 // short deadline; past that, an immediate RESOURCE_EXHAUSTED with a retry hint. Cheap
-// calls (checks, writes, schema) and expensive ones (lookups, reads, import, export)
-// have separate limits, so a burst of lookups cannot starve checks. Watch streams and
+// calls (checks, writes, schema reads) and expensive ones (lookups, reads, import,
+// export, compiling a client's schema) have separate limits, so a burst of lookups cannot starve checks. Watch streams and
 // health checks are not admitted: they are long-lived or must answer under overload.
 
 // admissionClass names a limiter in metrics and messages.
@@ -28,8 +28,11 @@ const (
 	classExpensive admissionClass = "expensive"
 )
 
-// expensiveMethods are the calls whose cost grows with the data.
+// expensiveMethods are the calls whose cost grows with the data, or with a schema the
+// client sends (compiling megabytes of schema takes seconds of a core).
 var expensiveMethods = []string{
+	"/authzed.api.v1.SchemaService/WriteSchema",
+	"/authzed.api.v1.SchemaService/DiffSchema",
 	"/authzed.api.v1.PermissionsService/LookupResources",
 	"/authzed.api.v1.PermissionsService/LookupSubjects",
 	"/authzed.api.v1.PermissionsService/ReadRelationships",

@@ -299,7 +299,7 @@ func (ss *schemaService) DiffSchema(ctx context.Context, req *v1.DiffSchemaReque
 	if err != nil {
 		return nil, ss.s.status(err)
 	}
-	other, err := schema.Compile(req.GetComparisonSchema())
+	other, err := schema.CompileContext(ctx, req.GetComparisonSchema())
 	if err != nil {
 		return nil, ss.s.status(err)
 	}

@@ -39,7 +39,7 @@ func (ss *schemaService) ReadSchema(ctx context.Context, _ *v1.ReadSchemaRequest
 // that first checks no stored relationship would be left without a relation or an
 // allowed subject type to stand on.
 func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaRequest) (*v1.WriteSchemaResponse, error) {
-	compiled, text, err := ss.s.compileForWrite(req.GetSchema())
+	compiled, text, err := ss.s.compileForWrite(ctx, req.GetSchema())
 	if err != nil {
 		return nil, ss.s.status(err)
 	}
@@ -59,11 +59,11 @@ func (ss *schemaService) WriteSchema(ctx context.Context, req *v1.WriteSchemaReq
 
 // compileForWrite compiles src and returns the text to store: src as written (blank:
 // no schema), so that reflection returns its comments as written, as SpiceDB's does.
-func (s *Server) compileForWrite(src string) (*ir.Schema, string, error) {
+func (s *Server) compileForWrite(ctx context.Context, src string) (*ir.Schema, string, error) {
 	if strings.TrimSpace(src) == "" {
 		return s.schemas.empty, "", nil
 	}
-	compiled, err := s.schemas.get(src)
+	compiled, err := s.schemas.get(ctx, src)
 	if err != nil {
 		return nil, "", err
 	}

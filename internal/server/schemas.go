@@ -32,18 +32,18 @@ type schemaCache struct {
 
 func newSchemaCache() *schemaCache {
 	return &schemaCache{
-		compiled: schema.NewCache(maxCachedSchemas, schema.Compile),
+		compiled: schema.NewCache(maxCachedSchemas, schema.CompileContext),
 		empty:    ir.NewSchema(nil, nil, nil),
 	}
 }
 
 // get returns the compiled form of text. The empty text is the empty schema: every
 // definition is unknown, so checks fail the way SpiceDB's do before WriteSchema.
-func (c *schemaCache) get(text string) (*ir.Schema, error) {
+func (c *schemaCache) get(ctx context.Context, text string) (*ir.Schema, error) {
 	if text == "" {
 		return c.empty, nil
 	}
-	return c.compiled.Get(text)
+	return c.compiled.Get(ctx, text)
 }
 
 type revSchema struct {
@@ -83,7 +83,10 @@ func (c *schemaCache) at(ctx context.Context, r store.Reader) (*ir.Schema, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.get(text)
+	s, err := c.get(ctx, text)
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the caller has gone; the compile was abandoned
+	}
 	if err != nil {
 		return nil, fmt.Errorf("stored schema at revision %d does not compile: %w", r.Revision(), internalError{err})
 	}

@@ -7,7 +7,11 @@
 // Permify parser maps `entity`/`or`/`and`/`not` onto the same nodes.
 package ast
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"slices"
+)
 
 // Pos is a 1-based line and column in schema source (columns count bytes).
 type Pos struct{ Line, Col int }
@@ -164,8 +168,62 @@ type Paren struct {
 	X   Expr
 }
 
-// Position implements Expr.
-func (e *Binary) Position() Pos { return e.Left.Position() }
+// Position implements Expr. It walks the left spine in a loop: a flat union of n
+// terms is a chain n deep.
+func (e *Binary) Position() Pos {
+	x := e.Left
+	for {
+		b, ok := x.(*Binary)
+		if !ok {
+			return x.Position()
+		}
+		x = b.Left
+	}
+}
+
+// MaxNesting bounds how deeply parentheses (and type parameters) may nest in a schema
+// of either language, so that hostile input cannot exhaust the stack of the parsers
+// and of every walker after them.
+const MaxNesting = 200
+
+// Spine unrolls the left-nested chain of binary operators at e: a left-associative
+// `a + b + c` is Binary{Binary{a, b}, c}, and a flat union of n terms is a chain n
+// deep. It returns the innermost left operand that is not a Binary and the chain's
+// Binary nodes from the innermost out (chain[len-1] is e); a non-Binary e is its own
+// leaf with an empty chain. Walkers go along the chain in a loop and recurse only into
+// right operands and parentheses, whose depth the parsers bound.
+func Spine(e Expr) (leaf Expr, chain []*Binary) {
+	for {
+		b, ok := e.(*Binary)
+		if !ok {
+			slices.Reverse(chain)
+			return e, chain
+		}
+		chain = append(chain, b)
+		e = b.Left
+	}
+}
+
+// Leaves calls visit on every operand of e that is neither a Binary nor a Paren, in
+// source order, without recursing along left-nested chains.
+func Leaves(e Expr, visit func(Expr)) {
+	leaf, chain := Spine(e)
+	leaves(leaf, visit)
+	for _, b := range chain {
+		leaves(b.Right, visit)
+	}
+}
+
+func leaves(e Expr, visit func(Expr)) {
+	switch e := e.(type) {
+	case *Paren:
+		Leaves(e.X, visit)
+	case *Binary:
+		Leaves(e, visit)
+	default:
+		visit(e)
+	}
+}
 
 // Position implements Expr.
 func (e *Ident) Position() Pos { return e.Pos }
@@ -204,4 +262,38 @@ type Param struct {
 	Name    string
 	Type    string // canonical spelling, without spaces: "int", "list<int>", "map<list<string>>"
 	TypePos Pos
+}
+
+// Stopper tells a long compile that its caller has gone. Stopped is cheap enough to
+// call once per token or operand: it consults the context once every stopEvery calls.
+type Stopper struct {
+	ctx   context.Context
+	calls int
+	err   error
+}
+
+// stopEvery is how many Stopped calls pass between looks at the context.
+const stopEvery = 1024
+
+// NewStopper returns a Stopper for ctx.
+func NewStopper(ctx context.Context) *Stopper { return &Stopper{ctx: ctx} }
+
+// Stopped reports whether the context has ended, as of the last look.
+func (s *Stopper) Stopped() bool {
+	if s.err != nil {
+		return true
+	}
+	s.calls++
+	if s.calls%stopEvery == 0 {
+		s.err = s.ctx.Err()
+	}
+	return s.err != nil
+}
+
+// Err returns the context's error once Stopped has seen it end (looking once more), or nil.
+func (s *Stopper) Err() error {
+	if s.err == nil {
+		s.err = s.ctx.Err()
+	}
+	return s.err
 }

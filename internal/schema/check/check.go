@@ -14,6 +14,7 @@
 package check
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -37,13 +38,22 @@ const maxDefinitionName = 128
 // Check compiles f. It returns the schema, or nil and every diagnostic sorted by
 // position.
 func Check(f *ast.File) (*ir.Schema, []Diagnostic) {
-	c := &checker{file: f, uses: map[string]bool{}, noWildcard: map[string]bool{}}
+	s, diags, _ := CheckContext(context.Background(), f)
+	return s, diags
+}
+
+// CheckContext is Check that gives up when ctx ends, returning ctx's error.
+func CheckContext(ctx context.Context, f *ast.File) (*ir.Schema, []Diagnostic, error) {
+	c := &checker{file: f, uses: map[string]bool{}, noWildcard: map[string]bool{}, stop: ast.NewStopper(ctx)}
 	s := c.run()
+	if err := c.stop.Err(); err != nil {
+		return nil, nil, err
+	}
 	if len(c.diags) > 0 {
 		Sort(c.diags)
-		return nil, c.diags
+		return nil, c.diags, nil
 	}
-	return s, nil
+	return s, nil, nil
 }
 
 // Sort orders diagnostics by position (then message).
@@ -73,6 +83,8 @@ type checker struct {
 	// noWildcard remembers the relation names wildcardVia found no wildcard for (see
 	// there).
 	noWildcard map[string]bool
+	// stop ends the work early when the caller has gone; what was built is discarded.
+	stop *ast.Stopper
 }
 
 func (c *checker) errorf(at ast.Pos, format string, args ...any) {
@@ -109,7 +121,7 @@ func (c *checker) run() *ir.Schema {
 		c.resolvePermissions(d, irDefs[i])
 	}
 	c.checkAliasCycles(defs)
-	if len(c.diags) > 0 {
+	if len(c.diags) > 0 || c.stop.Err() != nil {
 		return nil
 	}
 	// Every name is known to exist now: build again to resolve the references.

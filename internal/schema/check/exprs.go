@@ -34,18 +34,34 @@ func (c *checker) expr(d *ast.Definition, out *ir.Definition, perm *ast.Relation
 
 var opKinds = map[ast.BinaryOp]ir.ExprKind{ast.Union: ir.Union, ast.Intersection: ir.Intersection, ast.Exclusion: ir.Exclusion}
 
+// binary compiles e's left-nested chain in one loop (see ast.Spine), appending each
+// operand to the node of the operator below it when the two operators flatten, so a
+// flat union of n terms costs O(n) time and constant stack.
 func (c *checker) binary(d *ast.Definition, out *ir.Definition, perm *ast.Relation, e *ast.Binary) *ir.Expr {
-	k := opKinds[e.Op]
-	n := &ir.Expr{Kind: k, Pos: ir.Pos(e.Position())}
-	for _, side := range []ast.Expr{e.Left, e.Right} {
-		child := c.expr(d, out, perm, side)
-		if k != ir.Exclusion && child.Kind == k {
-			n.Children = append(n.Children, child.Children...)
-			continue
+	leaf, chain := ast.Spine(e)
+	at := ir.Pos(leaf.Position())
+	acc := c.expr(d, out, perm, leaf)
+	for _, b := range chain {
+		if c.stop.Stopped() {
+			break
 		}
-		n.Children = append(n.Children, child)
+		k := opKinds[b.Op]
+		if k == ir.Exclusion || acc.Kind != k {
+			acc = &ir.Expr{Kind: k, Pos: at, Children: []*ir.Expr{acc}}
+		}
+		acc.Pos = at
+		acc.Children = appendOperand(acc.Children, k, c.expr(d, out, perm, b.Right))
 	}
-	return n
+	return acc
+}
+
+// appendOperand adds child to the children of an operator of kind k, splicing in a
+// child of the same flattening kind (a parenthesized `(a + b)` inside a union).
+func appendOperand(children []*ir.Expr, k ir.ExprKind, child *ir.Expr) []*ir.Expr {
+	if k != ir.Exclusion && child.Kind == k {
+		return append(children, child.Children...)
+	}
+	return append(children, child)
 }
 
 // checkArrow applies SpiceDB's rules to `tupleset->target`: the tupleset is a

@@ -26,19 +26,14 @@ func Lint(f *ast.File, s *ir.Schema) []Diagnostic {
 }
 
 func lintExpr(s *ir.Schema, def *ir.Definition, perm *ast.Relation, e ast.Expr, out []Diagnostic) []Diagnostic {
-	switch e := e.(type) {
-	case *ast.Paren:
-		return lintExpr(s, def, perm, e.X, out)
-	case *ast.Binary:
-		out = lintExpr(s, def, perm, e.Left, out)
-		return lintExpr(s, def, perm, e.Right, out)
-	case *ast.Arrow:
-		if !arrowTargetReachable(s, def, e.Tupleset.Name, e.Target.Name) {
-			out = append(out, Diagnostic{Pos: e.Target.Pos, Msg: "arrow `" + e.Tupleset.Name + "->" + e.Target.Name +
-				"` under permission `" + perm.Name + "` references relation/permission `" + e.Target.Name +
-				"` that does not exist on any subject type of relation `" + e.Tupleset.Name + "`"})
+	ast.Leaves(e, func(x ast.Expr) {
+		a, ok := x.(*ast.Arrow)
+		if ok && !arrowTargetReachable(s, def, a.Tupleset.Name, a.Target.Name) {
+			out = append(out, Diagnostic{Pos: a.Target.Pos, Msg: "arrow `" + a.Tupleset.Name + "->" + a.Target.Name +
+				"` under permission `" + perm.Name + "` references relation/permission `" + a.Target.Name +
+				"` that does not exist on any subject type of relation `" + a.Tupleset.Name + "`"})
 		}
-	}
+	})
 	return out
 }
 

@@ -27,6 +27,7 @@
 package perm
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -63,7 +64,16 @@ func Compile(src string) (*ir.Schema, error) { return CompileWith(src, Options{}
 
 // CompileWith is Compile with options.
 func CompileWith(src string, opts Options) (*ir.Schema, error) {
-	f, diags := parse(src)
+	return CompileContext(context.Background(), src, opts)
+}
+
+// CompileContext is CompileWith that gives up when ctx ends, returning ctx's error.
+func CompileContext(ctx context.Context, src string, opts Options) (*ir.Schema, error) {
+	stop := ast.NewStopper(ctx)
+	f, diags := parse(src, stop)
+	if err := stop.Err(); err != nil {
+		return nil, err
+	}
 	if len(diags) > 0 {
 		return nil, &schema.DiagnosticsError{Diagnostics: diags}
 	}
@@ -79,7 +89,10 @@ func CompileWith(src string, opts Options) (*ir.Schema, error) {
 		check.Sort(l.diags)
 		return nil, &schema.DiagnosticsError{Diagnostics: l.diags}
 	}
-	s, diags := check.Check(out)
+	s, diags, err := check.CheckContext(ctx, out)
+	if err != nil {
+		return nil, err
+	}
 	if len(diags) > 0 {
 		for i := range diags {
 			if rn != nil {

@@ -2,6 +2,7 @@ package perm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/latch-authz/latch/internal/schema/ast"
@@ -87,7 +88,7 @@ var astOps = map[opKind]ast.BinaryOp{opOr: ast.Union, opAnd: ast.Intersection, o
 func (l *lowerer) expr(el *entityLowering, x expr) ast.Expr {
 	switch x := x.(type) {
 	case *binary:
-		return &ast.Binary{Op: astOps[x.op], OpPos: x.opPos, Left: l.expr(el, x.left), Right: l.expr(el, x.right)}
+		return l.binary(el, x)
 	case *paren:
 		return &ast.Paren{Pos: x.pos, X: l.expr(el, x.x)}
 	case *ident:
@@ -105,6 +106,22 @@ func (l *lowerer) expr(el *entityLowering, x expr) ast.Expr {
 		return &ast.Ident{Pos: x.pos, Name: l.callSite(el, x)}
 	}
 	return &ast.Nil{}
+}
+
+// binary lowers x's left-nested chain in a loop: a flat `a or b or ...` of n terms is
+// a chain n deep, and only right operands (terms) are lowered recursively.
+func (l *lowerer) binary(el *entityLowering, x *binary) ast.Expr {
+	var chain []*binary
+	var leaf expr = x
+	for b, ok := leaf.(*binary); ok; b, ok = leaf.(*binary) {
+		chain = append(chain, b)
+		leaf = b.left
+	}
+	acc := l.expr(el, leaf)
+	for _, b := range slices.Backward(chain) {
+		acc = &ast.Binary{Op: astOps[b.op], OpPos: b.opPos, Left: acc, Right: l.expr(el, b.right)}
+	}
+	return acc
 }
 
 // checkArrow rejects traversals the shared checker would explain badly: through an

@@ -96,18 +96,15 @@ func (r *renamer) apply(f *ast.File) {
 }
 
 func (r *renamer) expr(x ast.Expr) {
-	switch x := x.(type) {
-	case *ast.Binary:
-		r.expr(x.Left)
-		r.expr(x.Right)
-	case *ast.Paren:
-		r.expr(x.X)
-	case *ast.Ident:
-		x.Name = r.name(x.Name)
-	case *ast.Arrow:
-		x.Tupleset.Name = r.name(x.Tupleset.Name)
-		x.Target.Name = r.name(x.Target.Name)
-	}
+	ast.Leaves(x, func(x ast.Expr) {
+		switch x := x.(type) {
+		case *ast.Ident:
+			x.Name = r.name(x.Name)
+		case *ast.Arrow:
+			x.Tupleset.Name = r.name(x.Tupleset.Name)
+			x.Target.Name = r.name(x.Target.Name)
+		}
+	})
 }
 
 // restore puts the original names back into s and returns it re-indexed.

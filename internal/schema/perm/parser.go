@@ -86,11 +86,17 @@ type paren struct {
 	x   expr
 }
 
-func (e *binary) position() ast.Pos { return e.left.position() }
-func (e *ident) position() ast.Pos  { return e.pos }
-func (e *arrow) position() ast.Pos  { return e.tupleset.pos }
-func (e *call) position() ast.Pos   { return e.pos }
-func (e *paren) position() ast.Pos  { return e.pos }
+func (e *binary) position() ast.Pos {
+	x := e.left
+	for b, ok := x.(*binary); ok; b, ok = x.(*binary) {
+		x = b.left
+	}
+	return x.position()
+}
+func (e *ident) position() ast.Pos { return e.pos }
+func (e *arrow) position() ast.Pos { return e.tupleset.pos }
+func (e *call) position() ast.Pos  { return e.pos }
+func (e *paren) position() ast.Pos { return e.pos }
 
 // attributeTypes are the attribute and rule parameter types Permify accepts, each also
 // as an array (`string[]`).
@@ -101,13 +107,16 @@ var attributeTypes = map[string]bool{"boolean": true, "string": true, "integer":
 type syntaxError struct{ d ast.Diagnostic }
 
 type parser struct {
-	lx  *lexer
-	tok token
+	lx    *lexer
+	tok   token
+	depth int // parentheses open around the current token
+	stop  *ast.Stopper
 }
 
-// parse reads src. It returns the tree, or nil and the first syntax error.
-func parse(src string) (f *file, diags []ast.Diagnostic) {
-	p := &parser{lx: newLexer(src)}
+// parse reads src. It returns the tree, or nil and the first syntax error. It stops
+// early, returning nothing, once stop says the caller has gone.
+func parse(src string, stop *ast.Stopper) (f *file, diags []ast.Diagnostic) {
+	p := &parser{lx: newLexer(src), stop: stop}
 	defer func() {
 		if r := recover(); r != nil {
 			se, ok := r.(syntaxError)
@@ -126,6 +135,9 @@ func parse(src string) (f *file, diags []ast.Diagnostic) {
 }
 
 func (p *parser) advance() {
+	if p.stop.Stopped() {
+		panic(syntaxError{ast.Diagnostic{Pos: p.tok.pos, Msg: "the compile was abandoned"}})
+	}
 	p.tok = p.lx.next()
 	if len(p.lx.diags) > 0 {
 		panic(syntaxError{p.lx.diags[0]})
@@ -329,8 +341,13 @@ func (p *parser) expr() expr {
 func (p *parser) term() expr {
 	if p.tok.kind == tLParen {
 		at := p.tok.pos
+		if p.depth >= ast.MaxNesting {
+			p.fail(at, "expression nested too deeply (more than %d parentheses)", ast.MaxNesting)
+		}
+		p.depth++
 		p.advance()
 		x := p.expr()
+		p.depth--
 		p.expect(tRParen, "to close the parenthesis opened at "+fmt.Sprintf("%d:%d", at.Line, at.Col))
 		return &paren{pos: at, x: x}
 	}

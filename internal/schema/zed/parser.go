@@ -13,6 +13,7 @@
 package zed
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -36,17 +37,27 @@ var unsupportedUseFlags = map[string]string{
 }
 
 // maxDepth bounds parenthesis nesting so hostile input cannot exhaust the stack.
-const maxDepth = 200
+const maxDepth = ast.MaxNesting
 
 // Parse parses src into a syntax tree. It returns every syntax error it finds, sorted
 // by position; the tree holds everything that parsed, so the checker can still report
 // its own problems.
 func Parse(src string) (*ast.File, []ast.Diagnostic) {
-	p := &parser{file: &ast.File{}}
+	f, diags, _ := ParseContext(context.Background(), src)
+	return f, diags
+}
+
+// ParseContext is Parse that gives up when ctx ends, returning ctx's error: a schema
+// of megabytes takes a while, and its caller may be gone.
+func ParseContext(ctx context.Context, src string) (*ast.File, []ast.Diagnostic, error) {
+	p := &parser{file: &ast.File{}, stop: ast.NewStopper(ctx)}
 	p.s = newScanner(src, &p.diags)
 	p.next()
 	p.parseFile()
-	return p.file, p.diags
+	if err := p.stop.Err(); err != nil {
+		return nil, nil, err
+	}
+	return p.file, p.diags, nil
 }
 
 type parser struct {
@@ -56,9 +67,18 @@ type parser struct {
 	file     *ast.File
 	seenDecl bool // a definition or caveat was parsed; `use` must come before
 	depth    int
+	stop     *ast.Stopper
 }
 
-func (p *parser) next() { p.tok = p.s.next() }
+// next reads the next token; once the caller's context has ended, every token is the
+// end of input, so the parse winds up at once.
+func (p *parser) next() {
+	if p.stop.Stopped() {
+		p.tok = token{kind: tEOF, pos: p.tok.pos}
+		return
+	}
+	p.tok = p.s.next()
+}
 
 func (p *parser) errorf(at ast.Pos, format string, args ...any) {
 	p.diags = append(p.diags, ast.Diagnostic{Pos: at, Msg: fmt.Sprintf(format, args...)})

@@ -24,13 +24,13 @@ func newSchemaCache() *schema.Cache[*view] { return schema.NewCache(maxCachedSch
 
 // compileStored compiles a stored schema text: Permify source under sourceHeader, the
 // .zed rendering otherwise (see storedForm).
-func compileStored(text string) (*view, error) {
+func compileStored(ctx context.Context, text string) (*view, error) {
 	var s *ir.Schema
 	var err error
 	if src, ok := strings.CutPrefix(text, sourceHeader); ok {
-		s, err = perm.CompileWith(src, perm.Options{PermifyNames: true})
+		s, err = perm.CompileContext(ctx, src, perm.Options{PermifyNames: true})
 	} else {
-		s, err = schema.Compile(text)
+		s, err = schema.CompileContext(ctx, text)
 	}
 	if err != nil {
 		return nil, err
@@ -85,7 +85,10 @@ func (h *Handler) schemaAt(ctx context.Context, t *tenant, r store.Reader, versi
 	if text == "" {
 		return nil, notFound("ERROR_CODE_SCHEMA_NOT_FOUND", "tenant "+quote(t.ID)+" has no schema; write one with schemas/write")
 	}
-	v, err := h.schemas.Get(text)
+	v, err := h.schemas.Get(ctx, text)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, &apiError{codes.Internal, "ERROR_CODE_INTERNAL", "the stored schema does not compile"}
 	}
@@ -102,11 +105,13 @@ func (h *Handler) schemaWrite(ctx context.Context, t *tenant, body []byte) (any,
 	if strings.TrimSpace(req.Schema) == "" {
 		return nil, invalid("ERROR_CODE_SCHEMA_PARSE", "schema is empty")
 	}
-	text, err := h.storedForm(t, req.Schema)
+	text, err := h.storedForm(ctx, t, req.Schema)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.schemas.Get(text); err != nil {
+	if _, err := h.schemas.Get(ctx, text); ctx.Err() != nil {
+		return nil, ctx.Err()
+	} else if err != nil {
 		return nil, &apiError{codes.Internal, "ERROR_CODE_INTERNAL", "the compiled schema does not round-trip"}
 	}
 	rev, err := t.store.WriteSchema(ctx, text, nil)
@@ -122,9 +127,12 @@ const sourceHeader = "// latch: permify schema\n"
 // storedForm compiles src and returns the text to store. A tenant the SpiceDB API also
 // serves stores the .zed rendering (and so needs SpiceDB's names); any other tenant
 // stores the Permify source itself, under Permify's naming rules.
-func (h *Handler) storedForm(t *tenant, src string) (string, error) {
+func (h *Handler) storedForm(ctx context.Context, t *tenant, src string) (string, error) {
 	shared := t.ID == DefaultTenant && h.cfg.SharedDefault
-	s, err := perm.CompileWith(src, perm.Options{PermifyNames: !shared})
+	s, err := perm.CompileContext(ctx, src, perm.Options{PermifyNames: !shared})
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	if err != nil {
 		return "", &apiError{codes.InvalidArgument, "ERROR_CODE_SCHEMA_COMPILE", err.Error()}
 	}
