@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -92,14 +94,30 @@ func boundedErrors(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshal
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }
 
-// limitBody bounds request bodies like gRPC's MaxRecvMsgSize bounds messages.
+// limitBody bounds request bodies like gRPC's MaxRecvMsgSize bounds messages. A body
+// of unknown length (chunked) is read here, up to the limit, so that one too large is
+// answered 413 like a sized one, not with whatever error the handler's decoder makes
+// of a cut-off body (the gateway's 400, the Permify API's 429).
 func (s *Server) limitBody(next http.Handler) http.Handler {
+	limit := int64(s.cfg.MaxRequestBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > int64(s.cfg.MaxRequestBytes) {
+		if r.ContentLength > limit {
 			tooLarge(w, r.ContentLength, s.cfg.MaxRequestBytes)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, int64(s.cfg.MaxRequestBytes))
+		if r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if err != nil {
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > limit {
+				tooLarge(w, -1, s.cfg.MaxRequestBytes)
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -108,6 +126,9 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 // google.rpc.Status, here RESOURCE_EXHAUSTED, with HTTP 413.
 func tooLarge(w http.ResponseWriter, size int64, limit int) {
 	msg := fmt.Sprintf("request body of %d bytes is larger than the maximum of %d bytes", size, limit)
+	if size < 0 {
+		msg = fmt.Sprintf("request body is larger than the maximum of %d bytes", limit)
+	}
 	body, _ := json.Marshal(map[string]any{"code": int(codes.ResourceExhausted), "message": msg, "details": []any{}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusRequestEntityTooLarge)

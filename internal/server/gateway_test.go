@@ -23,7 +23,13 @@ func (ts *testServer) post(t *testing.T, path, key, body string) (int, map[strin
 
 func (ts *testServer) postRaw(t *testing.T, path, key, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+ts.httpAddr+path, strings.NewReader(body))
+	return ts.postReader(t, path, key, strings.NewReader(body))
+}
+
+// postReader is postRaw with the body from r (sent chunked unless r's length is known).
+func (ts *testServer) postReader(t *testing.T, path, key string, r io.Reader) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+ts.httpAddr+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ func (h *Handler) dataDelete(ctx context.Context, t *tenant, body []byte) (any, 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
+	if err := firstError(req.TupleFilter.check("tuple_filter"), req.AttributeFilter.check("attribute_filter")); err != nil {
+		return nil, err
+	}
 	r, v, err := h.readView(ctx, t, metadata{SchemaVersion: req.Metadata.SchemaVersion})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -50,6 +51,16 @@ type checkBody struct {
 	Context    checkContext `json:"context"`
 }
 
+// check checks the request's fields; prefix names where it sits in the body. An
+// absent subject (expand has none) is left to the endpoint.
+func (c checkBody) check(prefix string) error {
+	var subject error
+	if c.Subject != (subjectRef{}) {
+		subject = c.Subject.check(prefix + "subject")
+	}
+	return firstError(c.Metadata.check(), c.Entity.check(prefix+"entity"), subject)
+}
+
 func (c checkBody) request() engine.CheckRequest {
 	return engine.CheckRequest{
 		Resource: rel.ObjectRef{Type: c.Entity.Type, ID: c.Entity.ID}, Permission: c.Permission,
@@ -63,6 +74,9 @@ func (c checkBody) request() engine.CheckRequest {
 func (h *Handler) checkSetup(ctx context.Context, t *tenant, body []byte) (checkBody, store.Reader, *view, *engine.Engine, error) {
 	var req checkBody
 	if err := decode(body, &req); err != nil {
+		return req, nil, nil, nil, err
+	}
+	if err := req.check(""); err != nil {
 		return req, nil, nil, nil, err
 	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
@@ -101,6 +115,14 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 	}
 	if len(req.Items) > h.cfg.MaxBatch {
 		return nil, invalid("ERROR_CODE_VALIDATION", "too many items in one bulk check")
+	}
+	if err := req.Metadata.check(); err != nil {
+		return nil, err
+	}
+	for i, it := range req.Items {
+		if err := it.check(fmt.Sprintf("items[%d].", i)); err != nil {
+			return nil, err
+		}
 	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
@@ -181,6 +203,9 @@ type entityQuery struct {
 // it. The engine's lookup is ordered and starts after the token's id, so a resumed
 // lookup does not redo the checks of the ids already given.
 func (h *Handler) eachEntity(ctx context.Context, t *tenant, req entityQuery, yield func(id, token string) error) error {
+	if err := firstError(req.lookupPage.check(), req.Subject.check("subject")); err != nil {
+		return err
+	}
 	q := queryHash("lookup-entity", req.EntityType, req.Permission, req.Subject, req.Context)
 	after, err := afterToken(q, req.ContinuousToken)
 	if err != nil {
@@ -265,6 +290,9 @@ func (h *Handler) lookupSubject(ctx context.Context, t *tenant, body []byte) (an
 		SubjectReference subjectRef `json:"subject_reference"`
 	}
 	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := firstError(req.lookupPage.check(), req.Entity.check("entity")); err != nil {
 		return nil, err
 	}
 	q := queryHash("lookup-subject", req.Entity, req.Permission, req.SubjectReference, req.Context)

@@ -102,6 +102,9 @@ func (h *Handler) relationshipsRead(ctx context.Context, t *tenant, body []byte)
 	if req.Filter.Entity.Type == "" {
 		return nil, errNoEntityType
 	}
+	if err := firstError(req.Metadata.check(), req.Filter.check("filter"), checkPageSize(req.PageSize)); err != nil {
+		return nil, err
+	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
@@ -154,6 +157,9 @@ func (h *Handler) attributesRead(ctx context.Context, t *tenant, body []byte) (a
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
+	if err := firstError(req.Metadata.check(), req.Filter.check("filter")); err != nil {
+		return nil, err
+	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
@@ -172,21 +178,27 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// dataRead answers tuples and attributes in one call.
+// dataRead answers tuples and attributes in one call; page_size and
+// continuous_token page the tuples, as relationships/read does.
 func (h *Handler) dataRead(ctx context.Context, t *tenant, body []byte) (any, error) {
 	var req struct {
 		Metadata        metadata        `json:"metadata"`
 		Filter          tupleFilter     `json:"filter"`
 		AttributeFilter attributeFilter `json:"attribute_filter"`
+		PageSize        int             `json:"page_size"`
+		ContinuousToken string          `json:"continuous_token"`
 	}
 	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := firstError(req.Metadata.check(), req.Filter.check("filter"), req.AttributeFilter.check("attribute_filter"), checkPageSize(req.PageSize)); err != nil {
 		return nil, err
 	}
 	r, v, err := h.readView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
 	}
-	rels, _, err := tuples(ctx, v, r, req.Filter.store(), 0, "")
+	rels, next, err := tuples(ctx, v, r, req.Filter.store(), req.PageSize, req.ContinuousToken)
 	if err != nil {
 		return nil, err
 	}
@@ -198,5 +210,5 @@ func (h *Handler) dataRead(ctx context.Context, t *tenant, body []byte) (any, er
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"tuples": tuples, "attributes": nonNil(attrs)}, nil
+	return map[string]any{"tuples": tuples, "attributes": nonNil(attrs), "continuous_token": next}, nil
 }
