@@ -18,6 +18,7 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // The hostile-input suite: each input that once crashed or starved a node, sent to
@@ -104,6 +105,7 @@ func hostileRows() []hostileRow {
 		hostileRow{"grpc", "a caveat nested 300 deep", grpcSchema("caveat c(a bool) { " + strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300) + " }\n" + hostileZedBase + "viewer\n}"), "InvalidArgument"},
 		hostileRow{"grpc", "a compile past its deadline", writeSchemaPastDeadline, "DeadlineExceeded"},
 		hostileRow{"grpc", "a check of an exclusion chain of 50,000 terms", checkLongChain, "OK"},
+		hostileRow{"grpc", "a caveat context nested 20,000 deep", checkDeepContext, "InvalidArgument"},
 	)
 	gatewaySchema := func(src string) func(*testing.T, *testServer) string {
 		return func(t *testing.T, ts *testServer) string {
@@ -134,6 +136,10 @@ func hostileRows() []hostileRow {
 		hostileRow{"playground", "Permify schema, an `or` of 25,000 terms", playgroundSchema("permify", hostilePermBase+chain(25_000, "or")+"\n}"), "200"},
 		hostileRow{"playground", "a schema over its limit", playgroundSchema("spicedb", hostileZedBase+deepParens(1_000_000)+"\n}"), "400"},
 		hostileRow{"playground", "an oversized chunked body", oversized("/playground/api/analyze", true), "413"},
+		hostileRow{"playground", "a validation file nested 100,000 deep", func(t *testing.T, ts *testServer) string {
+			body, _ := json.Marshal(map[string]string{"session": "0123456789abcdef", "file": "schema: x\nrelationships: " + strings.Repeat("[", 100_000)})
+			return httpAnswer(t, ts, "/playground/api/import", "", strings.NewReader(string(body)))
+		}, "400"},
 	)
 	return rows
 }
@@ -192,6 +198,20 @@ func writeSchemaPastDeadline(t *testing.T, ts *testServer) string {
 func checkLongChain(t *testing.T, ts *testServer) string {
 	ts.writeSchema(t, hostileZedBase+chain(50_000, "-")+"\n}")
 	_, err := ts.check(t, fullyConsistent(), obj("document", "1"), "view", sub("user", "alice", ""))
+	return status.Code(err).String()
+}
+
+// checkDeepContext sends a check whose caveat context nests lists past protobuf's
+// recursion limit (10,000).
+func checkDeepContext(t *testing.T, ts *testServer) string {
+	v := structpb.NewStringValue("x")
+	for range 20_000 {
+		v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+	}
+	_, err := ts.perms.CheckPermission(ctxT(t), &v1.CheckPermissionRequest{
+		Consistency: fullyConsistent(), Resource: obj("document", "1"), Permission: "view", Subject: sub("user", "alice", ""),
+		Context: &structpb.Struct{Fields: map[string]*structpb.Value{"deep": v}},
+	})
 	return status.Code(err).String()
 }
 
