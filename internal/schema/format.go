@@ -154,46 +154,65 @@ var opText = map[ir.ExprKind]string{ir.Union: " + ", ir.Intersection: " & ", ir.
 // and an operand of the same associative operator (SpiceDB's compiler merges those).
 // Every parenthesis the precedence needs (`-` loosest, then `&`, then `+`) is there.
 func FormatExpr(e *ir.Expr) string {
+	var b strings.Builder
+	writeExpr(&b, e)
+	return b.String()
+}
+
+// writeExpr writes e into one builder, so printing costs time linear in its output.
+func writeExpr(b *strings.Builder, e *ir.Expr) {
 	if e == nil {
-		return "nil"
+		b.WriteString("nil")
+		return
 	}
 	switch e.Kind {
 	case ir.Ref:
-		return e.Name
+		b.WriteString(e.Name)
+		return
 	case ir.Nil:
-		return "nil"
+		b.WriteString("nil")
+		return
 	case ir.Arrow:
+		b.WriteString(e.Tupleset)
 		switch {
 		case e.ArrowKind == ir.ArrowAll:
-			return e.Tupleset + ".all(" + e.Target + ")"
+			b.WriteString(".all(" + e.Target + ")")
 		case e.AnySpelled:
-			return e.Tupleset + ".any(" + e.Target + ")"
+			b.WriteString(".any(" + e.Target + ")")
+		default:
+			b.WriteString("->" + e.Target)
 		}
-		return e.Tupleset + "->" + e.Target
+		return
 	}
 	switch len(e.Children) {
 	case 0:
-		return "nil"
+		b.WriteString("nil")
+		return
 	case 1:
-		return FormatExpr(e.Children[0])
+		writeExpr(b, e.Children[0])
+		return
 	}
-	parts := make([]string, len(e.Children))
 	for i, c := range e.Children {
-		parts[i] = operand(e.Kind, c)
+		if i > 0 {
+			b.WriteString(opText[e.Kind])
+		}
+		writeOperand(b, e.Kind, c)
 	}
-	return strings.Join(parts, opText[e.Kind])
 }
 
-// operand prints child of an operator of kind parent, parenthesized as FormatExpr says.
-func operand(parent ir.ExprKind, child *ir.Expr) string {
-	if isOperation(child) && len(child.Children) == 1 {
-		return operand(parent, child.Children[0])
+// writeOperand prints child of an operator of kind parent, parenthesized as FormatExpr
+// says.
+func writeOperand(b *strings.Builder, parent ir.ExprKind, child *ir.Expr) {
+	for isOperation(child) && len(child.Children) == 1 {
+		child = child.Children[0]
 	}
-	s := FormatExpr(child)
 	if !isOperation(child) || isAllUnion(child) || child.Kind == parent && parent != ir.Exclusion {
-		return s
+		writeExpr(b, child)
+		return
 	}
-	return "(" + s + ")"
+	b.WriteString("(")
+	writeExpr(b, child)
+	b.WriteString(")")
 }
 
 // isOperation reports whether e is an operator with operands (one without prints as nil).

@@ -210,6 +210,7 @@ func (c *checker) resolvePermissions(d *ast.Definition, out *ir.Definition) {
 		if r.IsPermission {
 			c.checkAnnotations(d, r)
 			target.Rewrite = c.expr(d, out, r, r.Expr)
+			c.checkNesting(r, target.Rewrite)
 			continue
 		}
 		c.checkTransitiveWildcards(d, target)

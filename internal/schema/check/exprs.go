@@ -55,6 +55,35 @@ func (c *checker) binary(d *ast.Definition, out *ir.Definition, perm *ast.Relati
 	return acc
 }
 
+// checkNesting refuses a rewrite whose operators nest deeper than ast.MaxNesting. A
+// chain of `+` (or `&`) merges into one operator of any length, but exclusions and
+// alternating operators nest one level per operator, and what is printed of such a
+// tree (ReadSchema, the .zed a Permify schema is kept as) has a parenthesis per
+// level, which the parsers refuse past the limit.
+func (c *checker) checkNesting(perm *ast.Relation, x *ir.Expr) {
+	if deep := deeperThan(x, ast.MaxNesting); deep != nil {
+		c.errorf(ast.Pos(deep.Pos), "permission `%s` nests operators more than %d deep: exclusions and alternating operators nest one level each; "+
+			"write `a - (b + c + d)` rather than `a - b - c - d`", perm.Name, ast.MaxNesting)
+	}
+}
+
+// deeperThan returns the first node of x more than limit operators deep, or nil. It
+// stops descending at the limit, so its recursion is bounded and its cost linear.
+func deeperThan(x *ir.Expr, limit int) *ir.Expr {
+	if len(x.Children) == 0 {
+		return nil
+	}
+	if limit == 0 {
+		return x
+	}
+	for _, c := range x.Children {
+		if deep := deeperThan(c, limit-1); deep != nil {
+			return deep
+		}
+	}
+	return nil
+}
+
 // appendOperand adds child to the children of an operator of kind k, splicing in a
 // child of the same flattening kind (a parenthesized `(a + b)` inside a union).
 func appendOperand(children []*ir.Expr, k ir.ExprKind, child *ir.Expr) []*ir.Expr {
