@@ -171,6 +171,8 @@ func permifyRows() []hostileRow {
 		{"permify", "an `or` of 100,000 terms", post("schemas/write", map[string]string{"schema": hostilePermBase + chain(100_000, "or") + "\n}"}), "200"},
 		{"permify", "a `not` chain 200 deep, kept as .zed", post("schemas/write", map[string]string{"schema": hostilePermBase + chain(201, "not") + "\n}"}), "200"},
 		{"permify", "a `not` chain of 50,000 terms", post("schemas/write", map[string]string{"schema": hostilePermBase + chain(50_000, "not") + "\n}"}), "400 ERROR_CODE_SCHEMA_COMPILE"},
+		{"permify", "a rule body nested 300 deep", post("schemas/write", map[string]string{"schema": "rule r(a boolean) { " + strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300) + " }\n" +
+			hostilePermBase + "viewer\n\tattribute a boolean\n\tpermission p = r(a)\n}"}), "400 ERROR_CODE_SCHEMA_COMPILE"},
 		{"permify", "a check of a 1 MB entity id", post("permissions/check", check(strings.Repeat("a", 1<<20), 20)), "400 ERROR_CODE_VALIDATION"},
 		{"permify", "a check of an entity id in invalid UTF-8", post("permissions/check", check("doc\xff\xfe", 20)), "400 ERROR_CODE_VALIDATION"},
 		{"permify", "a check with metadata.depth -1", post("permissions/check", check("1", -1)), "400 ERROR_CODE_VALIDATION"},
