@@ -438,8 +438,11 @@ func TestSlowPeerIsHedged(t *testing.T) {
 }
 
 // TestRestartedPeerRejoins kills one node's dispatch service until the others mark
-// it down, then starts it again, cold (an empty cache), on the same address: the
-// health probe takes it back, and after its warm-up it is dispatched to again.
+// it down, then starts it again, cold (an empty cache) and slow (every dispatch held a
+// second, as a cold node under load answers later than a local hedge), on the same
+// address: the health probe takes it back, and after its warm-up it is dispatched to
+// again. When the probe was a dispatch raced against the local hedge, such a node lost
+// every probe and was never taken back.
 func TestRestartedPeerRejoins(t *testing.T) {
 	st := memory.New(memory.Options{})
 	defer st.Close()
@@ -462,7 +465,7 @@ func TestRestartedPeerRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted.lis = lis
-	tc.serve(restarted, st, ServiceOptions{})
+	tc.serve(restarted, st, ServiceOptions{Delay: time.Second})
 	// The probe's wait is at most probeMax; the bound here only keeps a broken
 	// prober from hanging the test.
 	deadline := time.Now().Add(time.Minute)
