@@ -274,9 +274,13 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		{[]string{"serve", "--grpc-addr", "0.0.0.0:0", "--http-addr", "-"}, "not a loopback address"},
 		{[]string{"serve", "--datastore-engine", "cassandra", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `datastore engine "cassandra"`},
 		{[]string{"serve", "--dispatch-max-depth", "-1", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "max depth"},
-		{[]string{"serve", "--grpc-preshared-key", "k", "--datastore-engine", "postgres", "--datastore-conn-uri", "postgres://x", "--dispatch-cluster-enabled",
-			"--dispatch-cluster-addr", "0.0.0.0:50053", "--dispatch-upstream-addr", "static:///a:1", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"},
-			`--dispatch-cluster-addr "0.0.0.0:50053" is not a loopback address and the dispatch service has no TLS`},
+		{
+			[]string{
+				"serve", "--grpc-preshared-key", "k", "--datastore-engine", "postgres", "--datastore-conn-uri", "postgres://x", "--dispatch-cluster-enabled",
+				"--dispatch-cluster-addr", "0.0.0.0:50053", "--dispatch-upstream-addr", "static:///a:1", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-",
+			},
+			`--dispatch-cluster-addr "0.0.0.0:50053" is not a loopback address and the dispatch service has no TLS`,
+		},
 		{[]string{"serve", "--otel-provider", "jaeger", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `--otel-provider "jaeger": expected none, otlpgrpc or otlphttp`},
 		{[]string{"serve", "--otel-provider", "otlpgrpc", "--otel-sample-ratio", "2", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "--otel-sample-ratio 2"},
 	} {
