@@ -226,9 +226,10 @@ func TestServe(t *testing.T) {
 		},
 			Env{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
 	}()
-	m := waitFor(t, &out, regexp.MustCompile(`export LATCH_TOKEN=(\S+) LATCH_ENDPOINT=(\S+)`))
+	// --log-format json: the startup lines are JSON records too.
+	m := waitFor(t, &out, regexp.MustCompile(`"key":"([^"]+)","endpoint":"([^"]+)"`))
 	key, grpcAddr := m[1], m[2]
-	httpAddr := waitFor(t, &out, regexp.MustCompile(`gateway listening on (http://\S+)`))[1]
+	httpAddr := waitFor(t, &out, regexp.MustCompile(`gateway listening on (http://[^"\s]+)`))[1]
 
 	env := map[string]string{"LATCH_ENDPOINT": grpcAddr, "LATCH_TOKEN": key}
 	runSteps(t, env, []step{
@@ -257,7 +258,7 @@ func TestServe(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != 0 || !strings.HasSuffix(out.String(), "latch: stopped\n") {
+		if code != 0 || !strings.HasSuffix(out.String(), `"msg":"stopped"}`+"\n") {
 			t.Errorf("serve exited %d; stdout %q, stderr %q", code, out.String(), errOut.String())
 		}
 	case <-time.After(15 * time.Second):
@@ -273,6 +274,13 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		{[]string{"serve", "--grpc-addr", "0.0.0.0:0", "--http-addr", "-"}, "not a loopback address"},
 		{[]string{"serve", "--datastore-engine", "cassandra", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `datastore engine "cassandra"`},
 		{[]string{"serve", "--dispatch-max-depth", "-1", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "max depth"},
+		{
+			[]string{
+				"serve", "--grpc-preshared-key", "k", "--datastore-engine", "postgres", "--datastore-conn-uri", "postgres://x", "--dispatch-cluster-enabled",
+				"--dispatch-cluster-addr", "0.0.0.0:50053", "--dispatch-upstream-addr", "static:///a:1", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-",
+			},
+			`--dispatch-cluster-addr "0.0.0.0:50053" is not a loopback address and the dispatch service has no TLS`,
+		},
 		{[]string{"serve", "--otel-provider", "jaeger", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `--otel-provider "jaeger": expected none, otlpgrpc or otlphttp`},
 		{[]string{"serve", "--otel-provider", "otlpgrpc", "--otel-sample-ratio", "2", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "--otel-sample-ratio 2"},
 	} {

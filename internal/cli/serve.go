@@ -14,6 +14,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/logging"
 	"github.com/latch-authz/latch/internal/runtime/gcpace"
 	"github.com/latch-authz/latch/internal/server"
 )
@@ -70,11 +71,16 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 			if err := resolveDataDir(cmd, &cfg); err != nil {
 				return err
 			}
-			logger, err := newLogger(env.Err, logLevel, logFormat)
+			handler, err := newLogHandler(env.Err, logLevel, logFormat)
 			if err != nil {
 				return err
 			}
+			limited := logging.Limited(handler, logging.DefaultEvery)
+			defer limited.Flush()
+			logger := slog.New(limited)
 			cfg.Logger = logger
+			logging.SetGRPC(logger)
+			say := newBanner(env.Out, logFormat)
 			if cfg.MaxStalenessPercent == 0 {
 				cfg.MaxStalenessPercent = -1 // the flag's 0 means no smearing; Config's 0 means the default
 			}
@@ -95,7 +101,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 					}
 				}()
 			}
-			return serve(ctx, cfg, env)
+			return serve(ctx, cfg, say)
 		},
 	}
 	fs := cmd.Flags()
@@ -105,7 +111,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	fs.BoolVar(&cfg.NoAuth, "insecure-no-auth", false, "serve every API without authentication, as Permify does by default; refused unless every listener is on loopback")
 	addDatastoreFlags(cmd, &cfg)
 	fs.StringVar(&logLevel, "log-level", "info", "debug (one line per call, with its request id), info, warn or error")
-	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json (json: every line is a JSON record, the startup lines on stdout included); a warning or error repeated within 10s is written once, then counted")
 	cacheSize := newByteSize(&cfg.DispatchCacheMaxBytes, 0) // 0: the engine's default
 	cacheSize.text = fmt.Sprintf("%dMiB, %dMiB with the memory engine", server.DefaultDispatchCacheMaxBytes>>20, server.DefaultMemoryDispatchCacheMaxBytes>>20)
 	fs.Var(cacheSize, "dispatch-cache-max-bytes",
@@ -128,7 +134,8 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once (0: none)")
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
 	fs.BoolVar(&cfg.Cluster.Enabled, "dispatch-cluster-enabled", false, "run as one node of a cluster over a shared postgres or cockroachdb datastore, routing subproblems to the nodes that own them")
-	fs.StringVar(&cfg.Cluster.Addr, "dispatch-cluster-addr", ":50053", "where this node's internal dispatch service listens; also how it finds itself among the members")
+	fs.StringVar(&cfg.Cluster.Addr, "dispatch-cluster-addr", server.DefaultClusterAddr, "where this node's internal dispatch service listens; also how it finds itself among the members (beyond loopback it needs --dispatch-cluster-tls-cert-path or --dispatch-cluster-insecure-plaintext)")
+	fs.BoolVar(&cfg.Cluster.InsecurePlaintext, "dispatch-cluster-insecure-plaintext", false, "allow a --dispatch-cluster-addr beyond loopback without TLS, on a network only the nodes can reach (the cluster key then crosses it in clear)")
 	fs.StringVar(&cfg.Cluster.Upstream, "dispatch-upstream-addr", "", "the cluster's members: static:///host:port,host:port,... or dns:///name:port (every A/AAAA record, re-resolved)")
 	fs.StringVar(&cfg.Cluster.PresharedKey, "dispatch-cluster-preshared-key", "", "bearer token nodes present to each other's dispatch service (env LATCH_DISPATCH_CLUSTER_PRESHARED_KEY; default: the first --grpc-preshared-key)")
 	fs.IntVar(&cfg.Cluster.ConcurrencyLimit, "dispatch-concurrency-limit", cluster.DefaultConcurrencyLimit, "dispatches in flight to one peer; past it, subproblems are answered locally")
@@ -145,7 +152,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 }
 
 // serve runs a server until ctx is done, after telling the user where it listens.
-func serve(ctx context.Context, cfg server.Config, env Env) error {
+func serve(ctx context.Context, cfg server.Config, say banner) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
@@ -158,41 +165,73 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 	if cfg.GRPCTLSCertPath != "" {
 		tlsNote = " (TLS)"
 	}
-	fmt.Fprintf(env.Out, "latch: gRPC API listening on %s%s\n", grpcAddr, tlsNote)
+	say.line(fmt.Sprintf("gRPC API listening on %s%s", grpcAddr, tlsNote), "listener", "grpc", "addr", grpcAddr, "tls", tlsNote != "")
 	if httpAddr != "" {
 		scheme := "http"
 		if cfg.HTTPTLSCertPath != "" {
 			scheme = "https"
 		}
-		fmt.Fprintf(env.Out, "latch: HTTP/JSON gateway listening on %s://%s\n", scheme, httpAddr)
+		say.line(fmt.Sprintf("HTTP/JSON gateway listening on %s://%s", scheme, httpAddr), "listener", "http", "addr", httpAddr, "tls", scheme == "https")
 	}
 	if m := srv.MetricsAddr(); m != "" {
-		fmt.Fprintf(env.Out, "latch: metrics on http://%s/metrics\n", m)
+		say.line(fmt.Sprintf("metrics on http://%s/metrics", m), "listener", "metrics", "addr", m)
 		if cfg.PProf {
-			fmt.Fprintf(env.Out, "latch: profiles on http://%s/debug/pprof/\n", m)
+			say.line(fmt.Sprintf("profiles on http://%s/debug/pprof/", m), "listener", "pprof", "addr", m)
 		}
 	}
-	fmt.Fprintf(env.Out, "latch: datastore %s\n", describeDatastore(cfg))
+	say.line("datastore "+describeDatastore(cfg), "datastore", describeDatastore(cfg))
 	if a := srv.ClusterAddr(); a != "" {
-		fmt.Fprintf(env.Out, "latch: cluster dispatch service on %s, members from %s\n", a, cfg.Cluster.Upstream)
+		say.line(fmt.Sprintf("cluster dispatch service on %s, members from %s", a, cfg.Cluster.Upstream),
+			"listener", "dispatch", "addr", a, "upstream", cfg.Cluster.Upstream, "tls", cfg.Cluster.TLSCertPath != "")
 	}
 	if cfg.NoAuth {
-		fmt.Fprintln(env.Out, "latch: serving WITHOUT authentication (--insecure-no-auth), on loopback only")
+		say.line("serving WITHOUT authentication (--insecure-no-auth), on loopback only", "auth", false)
 	}
 	if key := srv.GeneratedKey(); key != "" {
-		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
-		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)
+		say.generatedKey(key, grpcAddr)
 	}
 	go gcpace.Run(ctx, srv.FixedHeapBytes)
 	if err := srv.Serve(ctx); err != nil {
 		return fmt.Errorf("serving: %w", err)
 	}
-	fmt.Fprintln(env.Out, "latch: stopped")
+	say.line("stopped")
 	return nil
 }
 
-// newLogger builds the server's structured logger on w.
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+// banner tells the user on stdout where the server listens: "latch: ..." lines, or with
+// --log-format json one JSON record per line, like every other line the server writes.
+type banner struct {
+	out  io.Writer
+	json *slog.Logger // nil: text
+}
+
+func newBanner(out io.Writer, format string) banner {
+	if format == "json" {
+		return banner{out: out, json: slog.New(slog.NewJSONHandler(out, nil))}
+	}
+	return banner{out: out}
+}
+
+// line says msg; attrs are its fields in JSON.
+func (b banner) line(msg string, attrs ...any) {
+	if b.json != nil {
+		b.json.Info(msg, attrs...)
+		return
+	}
+	fmt.Fprintf(b.out, "latch: %s\n", msg)
+}
+
+func (b banner) generatedKey(key, endpoint string) {
+	if b.json != nil {
+		b.json.Info("no --grpc-preshared-key given; generated this key for this run", "key", key, "endpoint", endpoint)
+		return
+	}
+	fmt.Fprintf(b.out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
+	fmt.Fprintf(b.out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, endpoint)
+}
+
+// newLogHandler builds the handler of the server's structured logger on w.
+func newLogHandler(w io.Writer, level, format string) (slog.Handler, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", level)
@@ -200,9 +239,9 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.NewTextHandler(w, opts), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.NewJSONHandler(w, opts), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
 }

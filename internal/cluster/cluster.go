@@ -3,8 +3,9 @@
 // member that owns it by rendezvous hashing, carries subproblems over an internal
 // gRPC service with its own key, and keeps a dead, partitioned or slow member from
 // costing more than latency: failed dispatches are answered locally, a member failing
-// again and again is marked down and probed later, and a slow answer is hedged by a
-// local one. What a subproblem is and how it is answered is the engine's.
+// again and again is marked down, probed with a health call and, once it answers,
+// given a growing share of its subproblems, and a slow answer is hedged by a local one
+// (a slow member is not marked down: losing races is not failing). What a subproblem is and how it is answered is the engine's.
 package cluster
 
 import (
@@ -22,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -63,6 +65,9 @@ type Config struct {
 	ServerTLS, ClientTLS *tls.Config
 	// LookupHost resolves a name to addresses (nil: the system resolver).
 	LookupHost func(ctx context.Context, host string) ([]string, error)
+	// WarmUp is how long a peer that was marked down and came back takes to be given
+	// its whole share of subproblems (0: DefaultWarmUp).
+	WarmUp time.Duration
 	// Registerer receives the cluster's metrics (nil: none are registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -96,6 +101,9 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.WarmUp <= 0 {
+		cfg.WarmUp = DefaultWarmUp
 	}
 	if cfg.LookupHost == nil {
 		cfg.LookupHost = net.DefaultResolver.LookupHost
@@ -285,6 +293,12 @@ func (c *Cluster) dial(addr string) (*peer, error) {
 		// Pings find a peer that vanished without closing its connections (a partition,
 		// a powered-off machine) in seconds, so its dispatches fail and it is marked down.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		// gRPC's own reconnection backoff grows to two minutes: a peer restarted after a
+		// long outage would wait that long to be dialed again, whatever the probes say.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: probeFirst, Multiplier: 1.6, Jitter: 0.2, MaxDelay: probeMax},
+			MinConnectTimeout: probeTimeout,
+		}),
 	)
 	if err != nil {
 		return nil, err

@@ -86,19 +86,7 @@ func startClusterWith(t *testing.T, n int, st store.Store, adjust func(i int, cf
 			t.Fatal(err)
 		}
 		nd.c = c
-		nd.eng = engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16), Dispatcher: c})
-		nd.g = c.NewServer(func(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
-			r, err := st.Reader(ctx, sp.Revision)
-			if err != nil {
-				return nil, err
-			}
-			s, ok := tc.schemas.Load(sp.Revision)
-			if !ok {
-				return nil, fmt.Errorf("no schema at revision %d", sp.Revision)
-			}
-			return nd.eng.AnswerDispatched(ctx, s.(*ir.Schema), r, sp)
-		}, opts)
-		go func() { _ = nd.g.Serve(nd.lis) }()
+		tc.serve(nd, st, opts)
 	}
 	t.Cleanup(func() {
 		for _, nd := range tc.nodes {
@@ -106,6 +94,26 @@ func startClusterWith(t *testing.T, n int, st store.Store, adjust func(i int, cf
 		}
 	})
 	return tc
+}
+
+// serve gives nd a fresh engine (an empty cache) and serves its dispatch service on
+// nd.lis, answering from st.
+func (tc *testCluster) serve(nd *node, st store.Store, opts ServiceOptions) {
+	nd.eng = engine.New(engine.Config{MaxDepth: 12, Cache: cache.New(1 << 16), Dispatcher: nd.c})
+	eng := nd.eng
+	nd.g = nd.c.NewServer(func(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
+		r, err := st.Reader(ctx, sp.Revision)
+		if err != nil {
+			return nil, err
+		}
+		s, ok := tc.schemas.Load(sp.Revision)
+		if !ok {
+			return nil, fmt.Errorf("no schema at revision %d", sp.Revision)
+		}
+		return eng.AnswerDispatched(ctx, s.(*ir.Schema), r, sp)
+	}, opts)
+	g, lis := nd.g, nd.lis
+	go func() { _ = g.Serve(lis) }()
 }
 
 // stop takes the node out: its service stops answering (as if killed).
@@ -410,29 +418,80 @@ func TestSlowPeerIsHedged(t *testing.T) {
 	if f := counter(t, reg, "latch_cluster_dispatch_failed_total"); f != 0 {
 		t.Errorf("%v dispatches counted as failed: a slow peer is hedged, not failed", f)
 	}
-	// A run of lost races marks the slow peer down: its subproblems are then answered
-	// locally at once, without waiting for a hedge. A round loses a varying number of
-	// races to the slow peer (none when the check is decided before its subproblem is
-	// answered), and hedges_won counts the races the healthy peer lost too, so the
-	// rounds go on until the slow peer is down, within a bound.
+	// Losing races is not failing: however many the slow peer loses, it stays up (it
+	// used to be marked down after ten in a row, which took healthy peers out under
+	// load and kept a restarted, cold, peer out for good).
 	slow := tc.nodes[0].lis.Addr().String()
-	for round := 0; peerValue(t, reg, "latch_cluster_peer_up", slow) != 0; round++ {
+	won := counter(t, reg, "latch_cluster_hedges_won_total")
+	for round := 0; counter(t, reg, "latch_cluster_hedges_won_total") < won+20; round++ {
 		if round == 50 {
-			t.Fatalf("the slow peer is still up after 50 more rounds (%v races lost to local hedges); want it down after %d lost in a row",
-				counter(t, reg, "latch_cluster_hedges_won_total"), slowAfter)
+			t.Fatalf("50 more rounds won only %v races against the slow peer; want 20", counter(t, reg, "latch_cluster_hedges_won_total")-won)
 		}
 		r, reqs, want := chainData(t, st)
 		tc.use(r, s)
 		checkAll(t, tc.nodes[1].eng, s, r, reqs, want)
 	}
-	sent := peerValue(t, reg, "latch_cluster_dispatch_sent_total", slow)
-	r, reqs, want := chainData(t, st)
-	tc.use(r, s)
-	if longest := checkAll(t, tc.nodes[1].eng, s, r, reqs, want); longest > 500*time.Millisecond {
-		t.Errorf("a check took %v with the slow peer down", longest)
+	if up, downs := peerValue(t, reg, "latch_cluster_peer_up", slow), peerValue(t, reg, "latch_cluster_peer_marked_down_total", slow); up != 1 || downs != 0 {
+		t.Errorf("after %v races lost to local hedges the slow peer has peer_up %v and was marked down %v times; want up, never down",
+			counter(t, reg, "latch_cluster_hedges_won_total"), up, downs)
 	}
-	if n := peerValue(t, reg, "latch_cluster_dispatch_sent_total", slow) - sent; n > 1 { // a probe, at most
-		t.Errorf("%v dispatches sent to the slow peer while it was down", n)
+}
+
+// TestRestartedPeerRejoins kills one node's dispatch service until the others mark
+// it down, then starts it again, cold (an empty cache) and slow (every dispatch held a
+// second, as a cold node under load answers later than a local hedge), on the same
+// address: the health probe takes it back, and after its warm-up it is dispatched to
+// again. When the probe was a dispatch raced against the local hedge, such a node lost
+// every probe and was never taken back.
+func TestRestartedPeerRejoins(t *testing.T) {
+	st := memory.New(memory.Options{})
+	defer st.Close()
+	s := mustCompile(t, chain)
+	tc := startClusterWith(t, 3, st, func(_ int, cfg *Config, _ *ServiceOptions) { cfg.WarmUp = 100 * time.Millisecond })
+	restarted := tc.nodes[2]
+	addr := restarted.lis.Addr().String()
+	reg := tc.nodes[0].reg
+	restarted.g.Stop()
+	for round := 0; peerValue(t, reg, "latch_cluster_peer_up", addr) != 0; round++ {
+		if round == 50 {
+			t.Fatalf("the stopped peer is still up after 50 rounds")
+		}
+		r, reqs, want := chainData(t, st)
+		tc.use(r, s)
+		checkAll(t, tc.nodes[0].eng, s, r, reqs, want)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted.lis = lis
+	tc.serve(restarted, st, ServiceOptions{Delay: time.Second})
+	// The probe's wait is at most probeMax; the bound here only keeps a broken
+	// prober from hanging the test.
+	deadline := time.Now().Add(time.Minute)
+	for peerValue(t, reg, "latch_cluster_peer_rejoined_total", addr) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted peer was not taken back within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if up := peerValue(t, reg, "latch_cluster_peer_up", addr); up != 1 {
+		t.Fatalf("rejoined, but peer_up is %v", up)
+	}
+	if h := counter(t, restarted.reg, "latch_cluster_dispatch_received_total"); h != 0 {
+		t.Errorf("the probe is a health call, yet the restarted peer received %v dispatches before it was up", h)
+	}
+	sent := peerValue(t, reg, "latch_cluster_dispatch_sent_total", addr)
+	for round := 0; peerValue(t, reg, "latch_cluster_dispatch_sent_total", addr) == sent; round++ {
+		if round == 200 {
+			t.Fatal("the rejoined peer was sent no dispatch in 200 rounds")
+		}
+		r, reqs, want := chainData(t, st)
+		tc.use(r, s)
+		checkAll(t, tc.nodes[0].eng, s, r, reqs, want)
+	}
+	if downs := peerValue(t, reg, "latch_cluster_peer_marked_down_total", addr); downs != 1 {
+		t.Errorf("the peer was marked down %v times; want once (a cold peer losing races is not marked down again)", downs)
 	}
 }
 

@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the cluster's Prometheus series.
 type metrics struct {
 	sent, failed           *prometheus.CounterVec
+	downs, rejoined        *prometheus.CounterVec
 	peerUp                 *prometheus.GaugeVec
 	local, remote          prometheus.Counter
 	busy, fallbacks        prometheus.Counter
@@ -26,6 +27,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Dispatches sent to each peer (one per batch of subproblems).")), []string{"peer"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dispatch_failed_total",
 			"Dispatches to each peer that failed (and were answered locally).")), []string{"peer"}),
+		downs: prometheus.NewCounterVec(prometheus.CounterOpts(opts("peer_marked_down_total",
+			"Times each peer was marked down (dispatches to it failed again and again).")), []string{"peer"}),
+		rejoined: prometheus.NewCounterVec(prometheus.CounterOpts(opts("peer_rejoined_total",
+			"Times each peer marked down answered a health probe and was taken back.")), []string{"peer"}),
 		peerUp: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("peer_up",
 			"1 while a peer takes dispatches, 0 while it is marked down.")), []string{"peer"}),
 		local:        owned.WithLabelValues("local"),
@@ -38,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		receivedErrs: counter("dispatch_received_errors_total", "Dispatches received that this node failed to answer."),
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.failed, m.peerUp, owned, m.busy, m.fallbacks, m.hedges, m.hedgesWon, m.received, m.receivedErrs)
+		reg.MustRegister(m.sent, m.failed, m.downs, m.rejoined, m.peerUp, owned, m.busy, m.fallbacks, m.hedges, m.hedgesWon, m.received, m.receivedErrs)
 	}
 	return m
 }
@@ -47,5 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) forget(peer string) {
 	m.sent.DeleteLabelValues(peer)
 	m.failed.DeleteLabelValues(peer)
+	m.downs.DeleteLabelValues(peer)
+	m.rejoined.DeleteLabelValues(peer)
 	m.peerUp.DeleteLabelValues(peer)
 }

@@ -17,17 +17,23 @@ import (
 )
 
 const (
-	// downAfter consecutive failed dispatches mark a peer down.
+	// downAfter consecutive failed dispatches mark a peer down. Only failures do: a
+	// peer that loses races to local hedges is slow, not gone, and the hedges already
+	// bound what its slowness costs. Marking down for lost races took healthy peers
+	// out five to nine times a minute under load, and kept a restarted (cold) peer
+	// out for good, since its first answers always lose.
 	downAfter = 3
-	// slowAfter consecutive dispatches that a local hedge answered first mark a peer
-	// down too: a peer slower than answering locally, time after time, is one to stop
-	// waiting for. A healthy peer loses a race now and then (the hedging delay is twice
-	// the fastest peer's p95); it does not lose ten in a row.
-	slowAfter = 10
-	// A down peer is probed with one real dispatch after probeFirst, and again after
-	// twice as long each time the probe fails, up to probeMax.
-	probeFirst = 500 * time.Millisecond
-	probeMax   = 15 * time.Second
+	// A down peer is probed with the dispatch service's Health call (not a dispatch,
+	// which a cold peer would lose to the local hedge) after probeFirst, then after
+	// twice as long each time the probe fails, up to probeMax: a peer that is back is
+	// taken back within probeMax.
+	probeFirst   = 250 * time.Millisecond
+	probeMax     = 2 * time.Second
+	probeTimeout = 2 * time.Second
+	// DefaultWarmUp is how long a peer that came back takes to be given its whole
+	// share of subproblems: its share grows evenly from a sixty-fourth, so its caches
+	// and connections fill before it carries its full load.
+	DefaultWarmUp = 5 * time.Second
 )
 
 // peer is another member: a connection, a bound on dispatches in flight, its health
@@ -39,29 +45,35 @@ type peer struct {
 	sem  chan struct{}
 
 	mu       sync.Mutex
-	fails    int // consecutive failed dispatches
-	slow     int // consecutive races lost to a local hedge
-	down     bool
-	probeAt  time.Time
-	backoff  time.Duration
-	probing  bool
+	fails    int                // guarded by mu; consecutive failed dispatches
+	down     bool               // guarded by mu
+	upSince  time.Time          // guarded by mu; when the peer came back (zero: warmed up)
 	lat      map[*class]*window // guarded by mu
+	calls    atomic.Uint64      // subproblems offered while warming up
+	stop     chan struct{}      // closed by close: the prober ends
+	probes   sync.WaitGroup
 	upMetric prometheus.Gauge
 	sent     prometheus.Counter
 	failed   prometheus.Counter
+	downs    prometheus.Counter
+	rejoins  prometheus.Counter
 }
 
 func newPeer(c *Cluster, addr string, conn *grpc.ClientConn) *peer {
-	p := &peer{c: c, addr: addr, conn: conn, sem: make(chan struct{}, c.cfg.ConcurrencyLimit), lat: map[*class]*window{}}
+	p := &peer{c: c, addr: addr, conn: conn, sem: make(chan struct{}, c.cfg.ConcurrencyLimit), lat: map[*class]*window{}, stop: make(chan struct{})}
 	p.upMetric = c.metrics.peerUp.WithLabelValues(addr)
 	p.upMetric.Set(1)
 	p.sent = c.metrics.sent.WithLabelValues(addr)
 	p.failed = c.metrics.failed.WithLabelValues(addr)
+	p.downs = c.metrics.downs.WithLabelValues(addr)
+	p.rejoins = c.metrics.rejoined.WithLabelValues(addr)
 	return p
 }
 
 func (p *peer) close() {
+	close(p.stop)
 	p.conn.Close()
+	p.probes.Wait()
 	p.c.metrics.forget(p.addr)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -70,69 +82,111 @@ func (p *peer) close() {
 	}
 }
 
-// available reports whether subproblems may go to p: it is up, or it is down and due
-// for a probe, which this caller then is (one at a time).
+// available reports whether a subproblem may go to p: it is up and, while it warms up
+// after coming back, this subproblem falls in the share it is given so far.
 func (p *peer) available() bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.down {
-		return true
-	}
-	if p.probing || time.Now().Before(p.probeAt) {
+	down, since := p.down, p.upSince
+	p.mu.Unlock()
+	if down {
 		return false
 	}
-	p.probing = true
-	return true
+	if since.IsZero() {
+		return true
+	}
+	warm := time.Since(since)
+	if warm >= p.c.cfg.WarmUp {
+		p.mu.Lock()
+		if p.upSince.Equal(since) {
+			p.upSince = time.Time{}
+		}
+		p.mu.Unlock()
+		return true
+	}
+	// The share grows from 1/64 to 64/64; mix spreads the offered subproblems over
+	// the 64 slots evenly, whatever their order.
+	share := 1 + uint64(63*warm/p.c.cfg.WarmUp)
+	return mix(p.calls.Add(1))%64 < share
 }
 
-// succeeded records an answer: the peer is up.
+// succeeded records an answer.
 func (p *peer) succeeded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fails, p.slow, p.probing, p.backoff = 0, 0, false, 0
-	if p.down {
-		p.down = false
-		p.upMetric.Set(1)
-		p.c.cfg.Logger.Info("cluster member is up again", "member", p.addr)
-	}
+	p.fails = 0
 }
 
-// failedOnce records a failed dispatch.
+// failedOnce records a failed dispatch: downAfter in a row mark the peer down, and a
+// prober then asks its Health until it answers.
 func (p *peer) failedOnce() {
 	p.failed.Inc()
-	p.strike(&p.fails, downAfter, "failed")
-}
-
-// lostRace records a dispatch that a local hedge answered first.
-func (p *peer) lostRace() { p.strike(&p.slow, slowAfter, "were slower than answering locally") }
-
-// strike counts one more failure or lost race in *n: threshold in a row mark the peer
-// down, and while it is down, each failed probe doubles the wait before the next.
-func (p *peer) strike(n *int, threshold int, what string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	*n++
-	p.probing = false
-	if *n < threshold && !p.down {
+	p.fails++
+	if p.fails < downAfter || p.down {
 		return
 	}
-	if p.down {
-		p.backoff = min(2*p.backoff, probeMax)
-	} else {
-		p.down, p.backoff = true, probeFirst
-		p.upMetric.Set(0)
-		p.c.cfg.Logger.Warn("cluster member marked down; its subproblems are answered locally", "member", p.addr, "reason", fmt.Sprintf("%d dispatches in a row %s", *n, what))
+	p.down = true
+	p.upMetric.Set(0)
+	p.downs.Inc()
+	p.c.cfg.Logger.Warn("cluster member marked down; its subproblems are answered locally", "member", p.addr, "reason", fmt.Sprintf("%d dispatches in a row failed", p.fails))
+	select {
+	case <-p.stop:
+		return // closing: no prober
+	default:
 	}
-	p.probeAt = time.Now().Add(p.backoff)
+	p.probes.Add(1)
+	go p.probe()
+}
+
+// probe asks a down peer's Health, with a growing wait between tries, until it
+// answers (the peer is then up and warms up) or the peer is closed.
+func (p *peer) probe() {
+	defer p.probes.Done()
+	wait := probeFirst
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-p.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if p.healthy() {
+			p.cameBack()
+			return
+		}
+		wait = min(2*wait, probeMax)
+	}
+}
+
+// healthy asks the peer's dispatch service for its Health once.
+func (p *peer) healthy() bool {
+	// close closes the connection, which ends a probe in flight.
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	p.conn.Connect()
+	var resp frame
+	// WaitForReady: a connection that is reconnecting is waited for (up to the
+	// timeout), rather than failing the probe at once.
+	return p.conn.Invoke(ctx, healthMethod, &frame{}, &resp, grpc.WaitForReady(true)) == nil
+}
+
+// cameBack takes a down peer back, at the start of its warm-up.
+func (p *peer) cameBack() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down, p.fails, p.upSince = false, 0, time.Now()
+	p.upMetric.Set(1)
+	p.rejoins.Inc()
+	p.c.cfg.Logger.Info("cluster member is up again; warming up", "member", p.addr, "warm_up", p.c.cfg.WarmUp)
 }
 
 // Dispatch is engine.Node's. The peer answers unless it is busy (its dispatches in
 // flight are at the limit) or fails, when local does; if the peer has not answered
 // after the hedging delay of the subproblem's class, local starts too and the first
-// answer wins. Failures count against the peer, and so do races lost to the local
-// answer, slowAfter of them in a row: one lost race says little (a subproblem that
-// dispatches others is slower than those it dispatches), a run of them that the peer
-// is slow.
+// answer wins. Failures count against the peer; races lost to the local answer do
+// not (see downAfter).
 func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(context.Context) (*engine.Answers, error)) (*engine.Answers, error) {
 	select {
 	case p.sem <- struct{}{}:
@@ -185,8 +239,6 @@ func (p *peer) Dispatch(ctx context.Context, sp *engine.Subproblem, local func(c
 		p.c.metrics.hedgesWon.Inc()
 		if status.Code(err) != codes.Canceled {
 			p.failedOnce() // the peer failed (or timed out) on its own, not because the hedge won
-		} else {
-			p.lostRace()
 		}
 	}
 	return h.a, h.err

@@ -48,7 +48,7 @@ func (c *Cluster) NewServer(h Handler, opts ServiceOptions) *grpc.Server {
 	g.RegisterService(&grpc.ServiceDesc{
 		ServiceName: serviceName,
 		HandlerType: (*any)(nil),
-		Methods:     []grpc.MethodDesc{{MethodName: "Check", Handler: s.check}},
+		Methods:     []grpc.MethodDesc{{MethodName: "Check", Handler: s.check}, {MethodName: "Health", Handler: s.health}},
 	}, s)
 	return g
 }
@@ -111,6 +111,18 @@ func (s *service) check(_ any, ctx context.Context, dec func(any) error, _ grpc.
 		return nil, status.Error(codes.Unknown, fmt.Sprintf("dispatch: %v", err))
 	}
 	return v, nil
+}
+
+// health answers a probe: the service is serving and the caller has the key.
+func (s *service) health(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	var req frame
+	if err := dec(&req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "dispatch health: %v", err)
+	}
+	return &frame{}, nil
 }
 
 // authorize requires the cluster's preshared key, compared in constant time.

@@ -17,6 +17,9 @@ import (
 const (
 	serviceName = "latch.cluster.v1.Dispatch"
 	checkMethod = "/" + serviceName + "/Check"
+	// healthMethod answers an empty message with an empty one to a caller with the
+	// cluster's key: a down peer is probed with it.
+	healthMethod = "/" + serviceName + "/Health"
 )
 
 // frame is a message as bytes; the codec passes it through unchanged.

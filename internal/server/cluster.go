@@ -19,6 +19,11 @@ func (c Config) checkCluster() error {
 	var errs []error
 	if c.Cluster.Addr == "" {
 		errs = append(errs, errors.New("--dispatch-cluster-enabled needs --dispatch-cluster-addr, the address this node's dispatch service listens on"))
+	} else if host, _, err := net.SplitHostPort(c.Cluster.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("--dispatch-cluster-addr %q: %v", c.Cluster.Addr, err))
+	} else if !isLoopback(host) && c.Cluster.TLSCertPath == "" && !c.Cluster.InsecurePlaintext {
+		errs = append(errs, fmt.Errorf("--dispatch-cluster-addr %q is not a loopback address and the dispatch service has no TLS, so the cluster key would cross the network in clear: "+
+			"set --dispatch-cluster-tls-cert-path and --dispatch-cluster-tls-key-path, or --dispatch-cluster-insecure-plaintext on a network only the nodes can reach", c.Cluster.Addr))
 	}
 	if c.Cluster.Upstream == "" {
 		errs = append(errs, errors.New("--dispatch-cluster-enabled needs --dispatch-upstream-addr, the members: static:///host:port,... or dns:///name:port"))

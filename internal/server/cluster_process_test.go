@@ -29,6 +29,8 @@ import (
 type processNode struct {
 	*testServer
 	name         string
+	bin          string   // the latch binary
+	args         []string // its command line
 	cmd          *exec.Cmd
 	exited       chan struct{} // closed when the process has been waited for
 	dispatchAddr string
@@ -61,6 +63,7 @@ func startProcessCluster(t *testing.T, n int, uri string, extra ...string) []*pr
 		nodes[i] = &processNode{
 			testServer:   &testServer{grpcAddr: addrs[3*i]},
 			name:         fmt.Sprintf("node%d", i),
+			bin:          bin,
 			dispatchAddr: addrs[3*i+1],
 			metricsAddr:  addrs[3*i+2],
 			log:          filepath.Join(t.TempDir(), fmt.Sprintf("node%d.log", i)),
@@ -68,25 +71,14 @@ func startProcessCluster(t *testing.T, n int, uri string, extra ...string) []*pr
 		members = append(members, nodes[i].dispatchAddr)
 	}
 	for _, nd := range nodes {
-		args := append([]string{
+		nd.args = append([]string{
 			"serve", "--datastore-engine", "postgres", "--datastore-conn-uri", uri,
 			"--grpc-preshared-key", testKey, "--grpc-addr", nd.grpcAddr, "--http-addr", "-",
 			"--metrics-addr", nd.metricsAddr, "--log-level", "warn",
 			"--dispatch-cluster-enabled", "--dispatch-cluster-addr", nd.dispatchAddr,
 			"--dispatch-upstream-addr", "static:///" + strings.Join(members, ","),
 		}, extra...)
-		logFile, err := os.Create(nd.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd.cmd = exec.Command(bin, args...)
-		nd.cmd.Stdout, nd.cmd.Stderr = logFile, logFile
-		if err := nd.cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", nd.name, err)
-		}
-		_ = logFile.Close()
-		nd.exited = make(chan struct{})
-		go func() { _ = nd.cmd.Wait(); close(nd.exited) }()
+		nd.launch(t)
 		nd.conn = dial(t, nd.grpcAddr, testKey)
 		nd.perms = v1.NewPermissionsServiceClient(nd.conn)
 		nd.schema = v1.NewSchemaServiceClient(nd.conn)
@@ -109,6 +101,24 @@ func startProcessCluster(t *testing.T, n int, uri string, extra ...string) []*pr
 		nd.waitReady(t)
 	}
 	return nodes
+}
+
+// launch starts the node's process (again, after a kill: its log goes on).
+func (nd *processNode) launch(t *testing.T) {
+	t.Helper()
+	logFile, err := os.OpenFile(nd.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.cmd = exec.Command(nd.bin, nd.args...)
+	nd.cmd.Stdout, nd.cmd.Stderr = logFile, logFile
+	if err := nd.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", nd.name, err)
+	}
+	_ = logFile.Close()
+	exited, cmd := make(chan struct{}), nd.cmd
+	nd.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
 }
 
 // waitReady waits until the node answers on its gRPC address.
@@ -246,55 +256,8 @@ definition doc {
 func TestClusterProcessKill(t *testing.T) {
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
 	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1")
-	const groups, users, docs = 12, 60, 48
-	nodes[0].writeSchema(t, killSchema)
-	var rs []*v1.Relationship
-	for g := range groups - 1 { // g(i) holds g(i+1)'s members
-		rs = append(rs, relationship("group", fmt.Sprint("g", g), "member", "group", fmt.Sprint("g", g+1), "member"))
-	}
-	for u := range users {
-		rs = append(rs, relationship("group", fmt.Sprint("g", u%groups), "member", "user", fmt.Sprint("u", u), ""))
-	}
-	for d := range docs {
-		rs = append(rs, relationship("doc", fmt.Sprint("d", d), "viewer", "group", fmt.Sprint("g", d%groups), "member"))
-	}
-	nodes[0].write(t, rs...)
-	// user u views doc d when u's group is d's group or nested in it.
-	granted := func(u, d int) bool { return u%groups >= d%groups }
-
-	type outcome struct {
-		at    time.Time
-		err   error
-		wrong bool
-	}
-	var (
-		mu       sync.Mutex
-		outcomes []outcome
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-	)
-	for w := range 8 {
-		nd := nodes[w%2]
-		wg.Go(func() {
-			for i := w; !stop.Load(); i += 8 {
-				u, d := i*7%users, i*5%docs
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				resp, err := nd.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
-					Consistency: fullyConsistent(), Resource: obj("doc", fmt.Sprint("d", d)), Permission: "view",
-					Subject: sub("user", fmt.Sprint("u", u), ""),
-				})
-				cancel()
-				want := map[bool]v1.CheckPermissionResponse_Permissionship{
-					true:  v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION,
-					false: v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION,
-				}[granted(u, d)]
-				mu.Lock()
-				outcomes = append(outcomes, outcome{time.Now(), err, err == nil && resp.GetPermissionship() != want})
-				mu.Unlock()
-			}
-		})
-	}
-	defer func() { stop.Store(true); wg.Wait() }()
+	load := startCheckLoad(t, nodes[0], nodes[:2])
+	defer load.end()
 
 	time.Sleep(1500 * time.Millisecond)
 	dead := nodes[2]
@@ -320,8 +283,7 @@ func TestClusterProcessKill(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second)
-	stop.Store(true)
-	wg.Wait()
+	outcomes := load.end()
 
 	var before, after, errsBefore, errsAfter, wrong int
 	var firstErr error
@@ -355,4 +317,72 @@ func TestClusterProcessKill(t *testing.T) {
 	if slices.ContainsFunc(nodes[:2], func(nd *processNode) bool { return nd.metric(t, "latch_cluster_dispatch_fallbacks_total") == 0 }) {
 		t.Errorf("a survivor answered no failed dispatch locally: the killed node was not dispatched to under load")
 	}
+}
+
+// checkLoad is a check load over killSchema's nested groups, through some nodes of a
+// cluster, with every outcome recorded.
+type checkLoad struct {
+	mu       sync.Mutex
+	outcomes []checkOutcome // guarded by mu
+	stop     atomic.Bool
+	wg       sync.WaitGroup
+}
+
+type checkOutcome struct {
+	at    time.Time
+	err   error
+	wrong bool
+}
+
+// startCheckLoad writes killSchema's data through writer and starts 8 workers checking
+// it, fully consistent, round-robin through via.
+func startCheckLoad(t *testing.T, writer *processNode, via []*processNode) *checkLoad {
+	t.Helper()
+	const groups, users, docs = 12, 60, 48
+	writer.writeSchema(t, killSchema)
+	var rs []*v1.Relationship
+	for g := range groups - 1 { // g(i) holds g(i+1)'s members
+		rs = append(rs, relationship("group", fmt.Sprint("g", g), "member", "group", fmt.Sprint("g", g+1), "member"))
+	}
+	for u := range users {
+		rs = append(rs, relationship("group", fmt.Sprint("g", u%groups), "member", "user", fmt.Sprint("u", u), ""))
+	}
+	for d := range docs {
+		rs = append(rs, relationship("doc", fmt.Sprint("d", d), "viewer", "group", fmt.Sprint("g", d%groups), "member"))
+	}
+	writer.write(t, rs...)
+	// user u views doc d when u's group is d's group or nested in it.
+	granted := func(u, d int) bool { return u%groups >= d%groups }
+	l := &checkLoad{}
+	for w := range 8 {
+		nd := via[w%len(via)]
+		l.wg.Go(func() {
+			for i := w; !l.stop.Load(); i += 8 {
+				u, d := i*7%users, i*5%docs
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, err := nd.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+					Consistency: fullyConsistent(), Resource: obj("doc", fmt.Sprint("d", d)), Permission: "view",
+					Subject: sub("user", fmt.Sprint("u", u), ""),
+				})
+				cancel()
+				want := v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION
+				if granted(u, d) {
+					want = v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION
+				}
+				l.mu.Lock()
+				l.outcomes = append(l.outcomes, checkOutcome{time.Now(), err, err == nil && resp.GetPermissionship() != want})
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// end stops the load (again: later calls return at once) and returns its outcomes.
+func (l *checkLoad) end() []checkOutcome {
+	l.stop.Store(true)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.outcomes
 }

@@ -16,8 +16,11 @@ import (
 
 // Defaults, SpiceDB's where SpiceDB has one, so clients tuned for SpiceDB fit.
 const (
-	DefaultGRPCAddr                    = "127.0.0.1:50051"
-	DefaultHTTPAddr                    = "127.0.0.1:8443"
+	DefaultGRPCAddr = "127.0.0.1:50051"
+	DefaultHTTPAddr = "127.0.0.1:8443"
+	// DefaultClusterAddr is the dispatch service's: loopback, since beyond it the
+	// service needs TLS or an explicit --dispatch-cluster-insecure-plaintext.
+	DefaultClusterAddr                 = "127.0.0.1:50053"
 	DefaultDatastoreEngine             = "pebble"
 	DefaultDataDir                     = "./latch-data"
 	DefaultGCWindow                    = 24 * time.Hour
@@ -147,8 +150,12 @@ type Config struct {
 type ClusterConfig struct {
 	Enabled bool
 	// Addr is where the internal dispatch service listens, and how this node finds
-	// itself among the members.
+	// itself among the members. Beyond loopback it needs TLS (TLSCertPath) or
+	// InsecurePlaintext: the preshared key would otherwise cross the network in clear.
 	Addr string
+	// InsecurePlaintext allows a dispatch address beyond loopback without TLS, for a
+	// network only the nodes can reach (a NetworkPolicy, a private VLAN).
+	InsecurePlaintext bool
 	// Upstream names the members: static:///h1:p1,h2:p2 or dns:///name:port.
 	Upstream string
 	// PresharedKey guards the dispatch service ("": the first API preshared key).
@@ -234,6 +241,9 @@ func (c Config) Validate() error {
 		if len(c.PresharedKeys) > 0 {
 			errs = append(errs, errors.New("--insecure-no-auth and --grpc-preshared-key contradict each other: choose one"))
 		}
+	}
+	if c.NoAuth && c.Cluster.Enabled {
+		errs = append(errs, checkAddr("dispatch cluster address", c.Cluster.Addr, true, "a preshared key instead of --insecure-no-auth"))
 	}
 	errs = append(errs, checkAddr("grpc address", c.GRPCAddr, c.NoAuth || len(c.PresharedKeys) == 0, keyFlag))
 	if c.HTTPAddr != "" {

@@ -48,6 +48,20 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{Config{PresharedKeys: []string{"k"}, Cluster: ClusterConfig{Enabled: true, Addr: ":50053", Upstream: "static:///a:1"}}, "needs a datastore the nodes share (postgres or cockroachdb), not pebble"},
 		{Config{NoAuth: true, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true, Addr: ":50053", Upstream: "static:///a:1"}}, "needs --dispatch-cluster-preshared-key"},
 		{Config{PresharedKeys: []string{"k"}, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true}}, "needs --dispatch-upstream-addr"},
+		// The dispatch service beyond loopback needs TLS, or to be told the network is
+		// private; without a key (--insecure-no-auth) it must stay on loopback.
+		{
+			Config{PresharedKeys: []string{"k"}, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true, Addr: ":50053", Upstream: "static:///a:1"}},
+			`--dispatch-cluster-addr ":50053" is not a loopback address and the dispatch service has no TLS`,
+		},
+		{
+			Config{PresharedKeys: []string{"k"}, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true, Addr: "10.0.0.5:50053", Upstream: "static:///a:1"}},
+			"set --dispatch-cluster-tls-cert-path and --dispatch-cluster-tls-key-path, or --dispatch-cluster-insecure-plaintext",
+		},
+		{
+			Config{NoAuth: true, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: ClusterConfig{Enabled: true, Addr: "0.0.0.0:50053", Upstream: "static:///a:1", PresharedKey: "c", InsecurePlaintext: true}},
+			`dispatch cluster address "0.0.0.0:50053" is not a loopback address: set a preshared key instead of --insecure-no-auth`,
+		},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -62,5 +76,21 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	}
 	if err := (Config{GRPCAddr: "localhost:0", HTTPAddr: "[::1]:0"}).Validate(); err != nil {
 		t.Errorf("loopback addresses without a key: %v", err)
+	}
+	node := func(cc ClusterConfig) Config {
+		cc.Enabled, cc.Upstream = true, "static:///a:1"
+		return Config{PresharedKeys: []string{"k"}, DatastoreEngine: "postgres", DatastoreURI: "postgres://x", Cluster: cc}
+	}
+	for _, cc := range []ClusterConfig{
+		{Addr: DefaultClusterAddr},
+		{Addr: "0.0.0.0:50053", TLSCertPath: "c.pem", TLSKeyPath: "k.pem"},
+		{Addr: "0.0.0.0:50053", InsecurePlaintext: true},
+	} {
+		if err := node(cc).Validate(); err != nil {
+			t.Errorf("dispatch listener %+v: %v", cc, err)
+		}
+	}
+	if !isLoopback(strings.Split(DefaultClusterAddr, ":")[0]) {
+		t.Errorf("the default dispatch address %s is not loopback", DefaultClusterAddr)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/latch-authz/latch/internal/logging"
 	"github.com/latch-authz/latch/internal/server/apierr"
 	"github.com/latch-authz/latch/internal/server/playground"
 )
@@ -66,6 +67,7 @@ func (s *Server) newGateway() error {
 	s.http = &http.Server{
 		Handler:           httpRequestIDs(s.limitBody(withPlayground(s.playground, handler))),
 		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          logging.StdLogger(s.cfg.Logger),
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/logging"
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
@@ -208,7 +209,10 @@ func (s *Server) listen() error {
 			return fmt.Errorf("listening for metrics on %s: %w", s.cfg.MetricsAddr, err)
 		}
 		s.metricsLis = ml
-		s.metricsSrv = &http.Server{Handler: s.metrics.handler(s.cfg.MetricsPresharedKey, s.cfg.PProf), ReadHeaderTimeout: 10 * time.Second}
+		s.metricsSrv = &http.Server{
+			Handler: s.metrics.handler(s.cfg.MetricsPresharedKey, s.cfg.PProf), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: logging.StdLogger(s.cfg.Logger),
+		}
 	}
 	if s.cfg.HTTPAddr == "" {
 		return nil

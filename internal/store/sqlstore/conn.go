@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,19 +29,19 @@ const (
 // application_name the server shows for the pool's sessions, unless the URI sets one.
 //
 // A statement whose context is canceled is left to finish for cancelGrace before the
-// server is asked to cancel it, and the connection is kept. Canceled contexts are
-// routine (a hedged dispatch that lost, a client that gave up), the statements they
-// interrupt are short, and pgx's default answer, closing the connection, costs the
-// server two new backends: one to deliver the cancel and one to replace the connection.
+// server is asked to cancel it, and the connection is kept (see cancelHandler).
+// Canceled contexts are routine (a hedged dispatch that lost, a client that gave up),
+// the statements they interrupt are short, and pgx's default answer, closing the
+// connection, costs the server two new backends: one to deliver the cancel and one to
+// replace the connection.
 func NewPool(engine, uri string, size int32, connectTimeout time.Duration, appName string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(uri)
 	if err != nil {
 		return nil, fmt.Errorf("%s connection URI is not valid: %w", engine, err)
 	}
 	cfg.MaxConns = size
-	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: cancelGrace, DeadlineDelay: cancelDeadline}
-	}
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler { return &cancelHandler{conn: c} }
+	cfg.AfterRelease = func(c *pgx.Conn) bool { return c.PgConn().CustomData()[unacknowledgedCancel] == nil }
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
@@ -52,6 +53,61 @@ func NewPool(engine, uri string, size int32, connectTimeout time.Duration, appNa
 		return nil, fmt.Errorf("%s connection pool: %w", engine, err)
 	}
 	return pool, nil
+}
+
+// unacknowledged marks, in a connection's CustomData, a connection whose cancel
+// request the server did not acknowledge in time: it may still cancel a statement, so
+// the pool closes the connection instead of handing it out again.
+const unacknowledgedCancel = "latch.unacknowledged-cancel"
+
+// cancelHandler is pgx's CancelRequestContextWatcherHandler but for one thing: once
+// it has sent a cancel request it waits for the server to acknowledge it (to close the
+// cancel connection, which PostgreSQL does after signalling the backend) before the
+// connection is used again. pgx stops waiting as soon as the statement ends and sleeps
+// 100 ms instead; on a loaded server the signal can land later, during the next
+// statement on the connection, which then fails with "canceling statement due to user
+// request" although its own context was fine (one check in 222,528 did, through a
+// 3-node cluster whose hedges cancel dispatches all the time).
+type cancelHandler struct {
+	conn *pgconn.PgConn
+	// Set by HandleCancel, for the HandleUnwatchAfterCancel that follows it.
+	unwatched      chan struct{} // closed when the statement has ended
+	done           chan struct{} // closed when no cancel request is in flight
+	unacknowledged atomic.Bool
+}
+
+func (h *cancelHandler) HandleCancel(context.Context) {
+	deadline := time.Now().Add(cancelDeadline)
+	_ = h.conn.Conn().SetDeadline(deadline)
+	h.unwatched, h.done = make(chan struct{}), make(chan struct{})
+	unwatched, done := h.unwatched, h.done
+	go func() {
+		defer close(done)
+		t := time.NewTimer(cancelGrace)
+		select {
+		case <-unwatched:
+			t.Stop()
+			return // the statement ended within the grace: no cancel sent
+		case <-t.C:
+		}
+		// Not canceled when the statement ends: the acknowledgement is what this waits for.
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		// CancelRequest reports neither an acknowledgement nor its absence; a reached
+		// deadline says it did not come.
+		if err := h.conn.CancelRequest(ctx); err != nil || ctx.Err() != nil {
+			h.unacknowledged.Store(true)
+		}
+	}()
+}
+
+func (h *cancelHandler) HandleUnwatchAfterCancel() {
+	close(h.unwatched)
+	<-h.done
+	if h.unacknowledged.Swap(false) {
+		h.conn.CustomData()[unacknowledgedCancel] = true
+	}
+	_ = h.conn.Conn().SetDeadline(time.Time{})
 }
 
 // LockedTx serializes the statements of a write transaction: a pgx.Tx is not safe for
