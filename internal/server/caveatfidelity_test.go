@@ -216,21 +216,31 @@ definition doc {
 	}{
 		{base, "", nil},
 		// With nothing stored.
-		{removed, "cannot remove parameter `somelist` on caveat `some_caveat`",
-			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "remove_parameter"}},
-		{retyped, "cannot change the type of parameter `somelist` on caveat `some_caveat`",
-			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "change_parameter_type"}},
+		{
+			removed, "cannot remove parameter `somelist` on caveat `some_caveat`",
+			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "remove_parameter"},
+		},
+		{
+			retyped, "cannot change the type of parameter `somelist` on caveat `some_caveat`",
+			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "change_parameter_type"},
+		},
 		{added, "", nil},
-		{base, "cannot remove parameter `least` on caveat `some_caveat`",
-			map[string]string{"caveat_name": "some_caveat", "parameter_name": "least", "operation": "remove_parameter"}},
+		{
+			base, "cannot remove parameter `least` on caveat `some_caveat`",
+			map[string]string{"caveat_name": "some_caveat", "parameter_name": "least", "operation": "remove_parameter"},
+		},
 		{noCaveat, "", nil},
 		{base, "", nil},
 		// With a caveated relationship stored, whose check holds.
 		{"write", "", nil},
-		{removed, "cannot remove parameter `somelist` on caveat `some_caveat`",
-			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "remove_parameter"}},
-		{retyped, "cannot change the type of parameter `somelist` on caveat `some_caveat`",
-			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "change_parameter_type"}},
+		{
+			removed, "cannot remove parameter `somelist` on caveat `some_caveat`",
+			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "remove_parameter"},
+		},
+		{
+			retyped, "cannot change the type of parameter `somelist` on caveat `some_caveat`",
+			map[string]string{"caveat_name": "some_caveat", "parameter_name": "somelist", "operation": "change_parameter_type"},
+		},
 	}
 	for _, step := range steps {
 		for _, api := range apis {
@@ -285,4 +295,3 @@ func errorMetadata(st *status.Status) map[string]string {
 	}
 	return nil
 }
-
