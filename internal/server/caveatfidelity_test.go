@@ -119,6 +119,22 @@ func TestCaveatErrorInAnUndecidingBranch(t *testing.T) {
 	})
 	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_CAVEAT_PARAMETER_TYPE_ERROR)
 
+	// A bulk check answers a and fails b alone.
+	item := func(id string) *v1.CheckBulkPermissionsRequestItem {
+		return &v1.CheckBulkPermissionsRequestItem{
+			Resource: obj("folder", id), Permission: "viewer", Subject: sub("user", "anne", ""),
+			Context: mustStruct(t, map[string]any{"ts": badTS}),
+		}
+	}
+	bulk, err := ls.perms.CheckBulkPermissions(ctxT(t), &v1.CheckBulkPermissionsRequest{
+		Consistency: fullyConsistent(), Items: []*v1.CheckBulkPermissionsRequestItem{item("a"), item("b")},
+	})
+	if err != nil || len(bulk.GetPairs()) != 2 ||
+		bulk.GetPairs()[0].GetItem().GetPermissionship() != v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION ||
+		codes.Code(bulk.GetPairs()[1].GetError().GetCode()) != codes.InvalidArgument {
+		t.Errorf("CheckBulkPermissions folder:a, folder:b: %v, %v; want HAS_PERMISSION, then InvalidArgument", bulk.GetPairs(), err)
+	}
+
 	// LookupResources lists a, and fails on b, whose check fails; LookupSubjects of
 	// folder:a finds anne.
 	stream, err := ls.perms.LookupResources(ctxT(t), &v1.LookupResourcesRequest{
