@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/engine/enginetest"
@@ -152,7 +153,7 @@ func TestClusterAnswersAsOneNode(t *testing.T) {
 	tc := startCluster(t, 3, st)
 	compared := 0
 	for seed := range uint64(schemas) {
-		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.AllTraits)
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.Options{Caveats: true, Expiration: true, CaveatErrors: true})
 		src := g.Schema()
 		s, err := schema.Compile(src)
 		if err != nil {
@@ -220,7 +221,11 @@ func TestClusterAnswersAsOneNode(t *testing.T) {
 
 func sameAnswer(want engine.Result, wantErr error, got engine.Result, err error) bool {
 	if wantErr != nil || err != nil {
-		return errors.Is(err, wantErr) || (wantErr != nil && err != nil && err.Error() == wantErr.Error())
+		// A caveat error that crossed the wire keeps its message and its kind, which
+		// the API gives a reason of its own.
+		var wantPT, gotPT *caveat.ParamTypeError
+		return errors.Is(err, wantErr) || (wantErr != nil && err != nil && err.Error() == wantErr.Error() &&
+			errors.As(err, &gotPT) == errors.As(wantErr, &wantPT))
 	}
 	return want.Membership == got.Membership && slices.Equal(want.Missing, got.Missing)
 }
@@ -683,6 +688,28 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	if fmt.Sprint(ga) != fmt.Sprint(a) {
 		t.Fatalf("answers %+v came back as %+v", a, ga)
+	}
+	// Caveat errors of each kind come back with their message and their kind.
+	errs := []*engine.CaveatEvalError{
+		{Caveat: "c", Err: &caveat.ParamTypeError{Caveat: "c", Param: "t", Type: "timestamp", Err: errors.New("not RFC 3339")}},
+		{Caveat: "c", Err: fmt.Errorf("caveat `c` over 9 items: %w", caveat.ErrCostExceeded)},
+		{Caveat: "c", Err: errors.New("no such overload")},
+	}
+	a = &engine.Answers{
+		States:  []engine.AnswerState{engine.AnswerCaveatError, engine.AnswerHas, engine.AnswerCaveatError, engine.AnswerCaveatError},
+		Missing: make([][]string, 4), Errors: []*engine.CaveatEvalError{errs[0], nil, errs[1], errs[2]},
+	}
+	ga, err = decodeAnswers(encodeAnswers(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range a.Errors {
+		g := ga.Errors[i]
+		if (e == nil) != (g == nil) || e != nil && (g.Caveat != e.Caveat || g.Error() != e.Error() ||
+			errors.Is(g, caveat.ErrCostExceeded) != errors.Is(e, caveat.ErrCostExceeded) ||
+			errors.As(g, new(*caveat.ParamTypeError)) != errors.As(e, new(*caveat.ParamTypeError))) {
+			t.Fatalf("caveat error %d: %#v came back as %#v", i, e, g)
+		}
 	}
 	enc := encodeSubproblem(sp)
 	for i := range len(enc) {

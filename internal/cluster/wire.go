@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
@@ -80,16 +81,80 @@ func encodeAnswers(a *engine.Answers) frame {
 	b = binary.AppendUvarint(b, uint64(len(a.States)))
 	for i, st := range a.States {
 		b = append(b, byte(st))
-		if st == engine.AnswerConditional {
+		switch st {
+		case engine.AnswerConditional:
 			b = binary.AppendUvarint(b, uint64(len(a.Missing[i])))
 			for _, m := range a.Missing[i] {
 				b = appendString(b, m)
 			}
+		case engine.AnswerCaveatError:
+			b = appendCaveatError(b, a.Errors[i])
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(a.Dispatched))
 	return binary.AppendUvarint(b, uint64(a.Cached))
 }
+
+// The kinds of caveat error an answer carries, so that the node receiving it reports
+// the error its client would get from one node: the API gives a context value of the
+// wrong type and a cost limit reasons of their own.
+const (
+	caveatErrPlain byte = iota
+	caveatErrParamType
+	caveatErrCost
+)
+
+// appendCaveatError writes e: its caveat, its kind and what that kind needs to be
+// rebuilt with the same message.
+func appendCaveatError(b []byte, e *engine.CaveatEvalError) []byte {
+	b = appendString(b, e.Caveat)
+	var pt *caveat.ParamTypeError
+	switch {
+	case errors.As(e.Err, &pt) && pt == e.Err:
+		b = append(b, caveatErrParamType)
+		b = appendString(appendString(appendString(b, pt.Param), pt.Type), pt.Err.Error())
+		return appendString(b, pt.Caveat)
+	case errors.Is(e.Err, caveat.ErrCostExceeded):
+		b = append(b, caveatErrCost)
+	default:
+		b = append(b, caveatErrPlain)
+	}
+	return appendString(b, e.Err.Error())
+}
+
+// caveatError reads what appendCaveatError wrote; nil for an unknown kind.
+func (r *reader) caveatError() *engine.CaveatEvalError {
+	e := &engine.CaveatEvalError{Caveat: r.string()}
+	if r.err != nil || len(r.b) == 0 {
+		r.err = errTruncated
+		return nil
+	}
+	kind := r.b[0]
+	r.b = r.b[1:]
+	switch kind {
+	case caveatErrParamType:
+		pt := &caveat.ParamTypeError{Param: r.string(), Type: r.string(), Err: errors.New(r.string())}
+		pt.Caveat = r.string()
+		e.Err = pt
+	case caveatErrCost:
+		e.Err = wireError{msg: r.string(), is: caveat.ErrCostExceeded}
+	case caveatErrPlain:
+		e.Err = errors.New(r.string())
+	default:
+		return nil
+	}
+	return e
+}
+
+// wireError is an error received from another node: its message, and the sentinel it
+// wrapped there.
+type wireError struct {
+	msg string
+	is  error
+}
+
+func (e wireError) Error() string { return e.msg }
+func (e wireError) Unwrap() error { return e.is }
 
 var errTruncated = errors.New("dispatch message is truncated")
 
@@ -174,16 +239,24 @@ func decodeAnswers(b []byte) (*engine.Answers, error) {
 		}
 		st := engine.AnswerState(r.b[0])
 		r.b = r.b[1:]
-		if st > engine.AnswerMaxDepth {
+		if st > engine.AnswerCaveatError {
 			return nil, fmt.Errorf("dispatch answer has unknown state %d", st)
 		}
 		a.States[i] = st
-		if st == engine.AnswerConditional {
+		switch st {
+		case engine.AnswerConditional:
 			missing := make([]string, r.count())
 			for j := range missing {
 				missing[j] = r.string()
 			}
 			a.Missing[i] = missing
+		case engine.AnswerCaveatError:
+			if a.Errors == nil {
+				a.Errors = make([]*engine.CaveatEvalError, n)
+			}
+			if a.Errors[i] = r.caveatError(); a.Errors[i] == nil && r.err == nil {
+				return nil, errors.New("dispatch answer has a caveat error of unknown kind")
+			}
 		}
 	}
 	a.Dispatched = int64(r.uvarint())

@@ -92,9 +92,6 @@ func (ev *evaluator) directMatches(ctx context.Context, r *ir.Relation, ids []st
 	f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: ids, Relation: r.Name, Subject: sf}
 	ev.visit = readVisitor{ev: ev, kind: readMatches, matches: out}
 	err := store.Each(ctx, ev.r, f, store.QueryOptions{}, &ev.visit)
-	if err == nil {
-		err = ev.visit.err
-	}
 	ev.visit = readVisitor{}
 	return err
 }
@@ -107,7 +104,6 @@ type readVisitor struct {
 	matches  results
 	edges    []edge
 	tupleset tuplesetKey // its id is set per relationship
-	err      error
 }
 
 type readKind int
@@ -130,11 +126,7 @@ func (v *readVisitor) Visit(item store.Item) bool {
 			return true
 		}
 		ev.tr.read(x.Expiration)
-		o, err := ev.caveat(x.Caveat)
-		if err != nil {
-			v.err = err
-			return false
-		}
+		o := ev.caveat(x.Caveat)
 		id := x.Resource.ID
 		ev.tr.caveat(ev, id, x.Caveat, o)
 		v.matches.put(id, or(v.matches.get(id), o))
@@ -166,10 +158,7 @@ func (ev *evaluator) follow(ctx context.Context, target *ir.Relation, edges []ed
 	for _, e := range edges {
 		o := res.get(e.target)
 		if o.st != no && e.caveat != nil {
-			c, err := ev.caveat(e.caveat)
-			if err != nil {
-				return err
-			}
+			c := ev.caveat(e.caveat)
 			ev.tr.caveat(ev, e.resource, e.caveat, c)
 			o = and(c, o)
 		}
@@ -196,14 +185,16 @@ func edgeOf(r *rel.Relationship) edge {
 }
 
 // caveat evaluates a relationship's caveat with the request context, the
-// relationship's own context taking precedence.
-func (ev *evaluator) caveat(c *rel.Caveat) (outcome, error) {
+// relationship's own context taking precedence. A caveat that fails to evaluate is
+// an outcome (evalErr), not an error: the operators above it decide whether it can
+// change the answer.
+func (ev *evaluator) caveat(c *rel.Caveat) outcome {
 	if c == nil {
-		return outHas, nil
+		return outHas
 	}
 	def := ev.s.Caveat(c.Name)
 	if def == nil {
-		return outNo, &CaveatEvalError{Caveat: c.Name, Err: errUnknownCaveat}
+		return caveatErr(c.Name, errUnknownCaveat)
 	}
 	merged := ev.reqCtx
 	if len(c.Context) > 0 {
@@ -213,19 +204,19 @@ func (ev *evaluator) caveat(c *rel.Caveat) (outcome, error) {
 	}
 	converted, err := def.Compiled.ConvertContext(merged)
 	if err != nil {
-		return outNo, &CaveatEvalError{Caveat: c.Name, Err: err}
+		return caveatErr(c.Name, err)
 	}
 	res, err := def.Compiled.Eval(converted)
 	if err != nil {
-		return outNo, &CaveatEvalError{Caveat: c.Name, Err: err}
+		return caveatErr(c.Name, err)
 	}
 	switch {
 	case len(res.Missing) > 0:
-		return outcome{st: cond, missing: res.Missing}, nil
+		return outcome{st: cond, missing: res.Missing}
 	case res.Satisfied:
-		return outHas, nil
+		return outHas
 	default:
-		return outNo, nil
+		return outNo
 	}
 }
 

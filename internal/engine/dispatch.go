@@ -66,14 +66,19 @@ const (
 	AnswerConditional
 	// AnswerMaxDepth: the answer depended on a branch cut off by the depth limit.
 	AnswerMaxDepth
+	// AnswerCaveatError: the answer depended on the caveat in Errors, which failed to
+	// evaluate. It travels as an answer, not as a failed dispatch: the node that sent
+	// the subproblem decides whether it can change its own answer.
+	AnswerCaveatError
 )
 
-// Answers holds a Subproblem's answers, States[i] (and Missing[i] when conditional)
-// for ResourceIDs[i], and the work they cost on the node that answered, counted as
-// the engine counts its own (Stats).
+// Answers holds a Subproblem's answers, States[i] (and Missing[i] when conditional,
+// Errors[i] when a caveat failed) for ResourceIDs[i], and the work they cost on the
+// node that answered, counted as the engine counts its own (Stats).
 type Answers struct {
 	States     []AnswerState
 	Missing    [][]string
+	Errors     []*CaveatEvalError // nil when no answer is AnswerCaveatError
 	Dispatched int64
 	Cached     int64
 }
@@ -150,7 +155,7 @@ func (ev *evaluator) dispatchRemote(ctx context.Context, n Node, r *ir.Relation,
 	if err != nil {
 		return nil, err
 	}
-	if len(a.States) != len(ids) || len(a.Missing) != len(ids) {
+	if len(a.States) != len(ids) || len(a.Missing) != len(ids) || (a.Errors != nil && len(a.Errors) != len(ids)) {
 		return nil, fmt.Errorf("dispatch to another node answered %d of %d resources", len(a.States), len(ids))
 	}
 	if st := ev.statsFor(ctx); st != nil {
@@ -159,7 +164,14 @@ func (ev *evaluator) dispatchRemote(ctx context.Context, n Node, r *ir.Relation,
 	}
 	out := make(results, len(ids))
 	for i, id := range ids {
-		out.put(id, outcome{st: state(a.States[i]), missing: a.Missing[i]})
+		o := outcome{st: state(a.States[i]), missing: a.Missing[i]}
+		if o.st == evalErr {
+			if a.Errors == nil || a.Errors[i] == nil {
+				return nil, fmt.Errorf("dispatch to another node answered a failed caveat without its error")
+			}
+			o.err = a.Errors[i]
+		}
+		out.put(id, o)
 	}
 	return out, nil
 }
@@ -175,6 +187,12 @@ func (ev *evaluator) answer(ctx context.Context, r *ir.Relation, ids []string, d
 	for i, id := range ids {
 		o := res.get(id)
 		a.States[i], a.Missing[i] = AnswerState(o.st), o.missing
+		if o.st == evalErr {
+			if a.Errors == nil {
+				a.Errors = make([]*CaveatEvalError, len(ids))
+			}
+			a.Errors[i] = o.err
+		}
 	}
 	return a, nil
 }

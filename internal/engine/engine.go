@@ -214,6 +214,8 @@ func toResult(o outcome) (Result, error) {
 		return Result{Membership: Conditional, Missing: o.missing}, nil
 	case depthErr:
 		return Result{}, ErrMaxDepth
+	case evalErr:
+		return Result{}, o.err
 	default:
 		return Result{Membership: NoPermission}, nil
 	}

@@ -25,14 +25,17 @@ import (
 
 // TestLookupsAgreeWithCheck runs LookupResources and LookupSubjects on random schemas
 // and data and holds every definite check against them: a granted (or conditional)
-// resource or subject is listed with that answer, a denied one is not.
+// resource or subject is listed with that answer, a denied one is not. Request
+// contexts fail to convert now and then: a lookup fails on a caveat exactly when the
+// check of one of the resources (subjects) it covers does, LookupResources with the
+// error of the least such resource id.
 func TestLookupsAgreeWithCheck(t *testing.T) {
 	const schemas = 200
 	ctx := context.Background()
 	eng := engine.New(engine.Config{MaxDepth: 12})
-	compared := 0
+	compared, failed := 0, 0
 	for seed := range uint64(schemas) {
-		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.AllTraits)
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.Options{Caveats: true, Expiration: true, CaveatErrors: true})
 		src := g.Schema()
 		s, err := schema.Compile(src)
 		if err != nil {
@@ -66,16 +69,28 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 					if errors.Is(err, engine.ErrMaxDepth) {
 						continue
 					}
-					if err != nil {
+					var lrErr *engine.CaveatEvalError
+					if err != nil && !errors.As(err, &lrErr) {
 						fail("LookupResources: %v", err)
 					}
 					lreq := engine.LookupResourcesRequest{ResourceType: d, Permission: perm, Subject: subj, Context: reqCtx, Ordered: true}
+					if lrErr != nil {
+						failed++
+						if msg := failsAsChecks(ctx, eng, s, reader, lreq, lrErr); msg != "" {
+							fail("LookupResources %s#%s@%v ctx %v: %s", d, perm, subj, reqCtx, msg)
+						}
+						continue
+					}
 					if msg := orderedAgrees(ctx, cached, s, reader, lreq, found); msg != "" {
 						fail("ordered LookupResources %s#%s@%v ctx %v: %s", d, perm, subj, reqCtx, msg)
 					}
 					for i := range 4 {
 						res := rel.ObjectRef{Type: d, ID: fmt.Sprintf("%s%d", d[:1], i)}
 						want, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx})
+						var ce *engine.CaveatEvalError
+						if errors.As(err, &ce) {
+							fail("LookupResources %s#%s@%v ctx %v succeeds, the check of %s fails: %v", d, perm, subj, reqCtx, res.ID, err)
+						}
 						if err != nil {
 							continue
 						}
@@ -111,13 +126,22 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 					if errors.Is(err, engine.ErrMaxDepth) {
 						continue
 					}
-					if err != nil {
+					var lsErr *engine.CaveatEvalError
+					if err != nil && !errors.As(err, &lsErr) {
 						fail("LookupSubjects: %v", err)
 					}
+					checkFailed := false
 					for _, uid := range []string{st.Object.Type[:1] + "0", st.Object.Type[:1] + "1", st.Object.Type[:1] + "2", st.Object.Type[:1] + "3", "unseen"} {
 						subj := rel.SubjectRef{Object: rel.ObjectRef{Type: st.Object.Type, ID: uid}, Relation: st.Relation}
 						want, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx})
-						if err != nil {
+						var ce *engine.CaveatEvalError
+						if errors.As(err, &ce) {
+							checkFailed = true
+							if lsErr == nil {
+								fail("LookupSubjects %v#%s ctx %v succeeds, the check of %s fails: %v", res, perm, reqCtx, uid, err)
+							}
+						}
+						if err != nil || lsErr != nil {
 							continue
 						}
 						compared++
@@ -126,15 +150,49 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 							fail("LookupSubjects %v#%s ctx %v: user %s is %v, check says %v (concrete %v, wildcard %+v)", res, perm, reqCtx, uid, got, want.Membership, concrete, wild)
 						}
 					}
+					if lsErr != nil {
+						failed++
+						if !checkFailed {
+							fail("LookupSubjects %v#%s ctx %v fails (%v), no check of a subject does", res, perm, reqCtx, lsErr)
+						}
+					}
 				}
 			}
 		}
 		st.Close()
 	}
-	if compared < 1000 {
-		t.Fatalf("only %d comparisons; the generator needs fixing", compared)
+	if compared < 1000 || failed < 20 {
+		t.Fatalf("only %d comparisons, %d lookups failing on a caveat; the generator needs fixing", compared, failed)
 	}
-	t.Logf("%d lookup answers compared with checks", compared)
+	t.Logf("%d lookup answers compared with checks, %d lookups failed on a caveat as the checks did", compared, failed)
+}
+
+// failsAsChecks holds a LookupResources that failed with lrErr (unordered, req
+// unordered) against the checks of every resource: one fails on a caveat, the least
+// such id with lrErr's message; the ordered lookup fails alike.
+func failsAsChecks(ctx context.Context, e *engine.Engine, s *ir.Schema, r store.Reader, req engine.LookupResourcesRequest, lrErr error) string {
+	var first error
+	for _, id := range enginetest.IDs(req.ResourceType) {
+		_, err := e.Check(ctx, s, r, engine.CheckRequest{Resource: rel.ObjectRef{Type: req.ResourceType, ID: id}, Permission: req.Permission, Subject: req.Subject, Context: req.Context})
+		if errors.Is(err, engine.ErrMaxDepth) {
+			return "" // a check cut off by the depth limit: not comparable
+		}
+		if err != nil {
+			first = err
+			break
+		}
+	}
+	switch {
+	case first == nil:
+		return fmt.Sprintf("fails (%v), no check of a resource does", lrErr)
+	case first.Error() != lrErr.Error():
+		return fmt.Sprintf("fails with %v, the check of the first failing resource with %v", lrErr, first)
+	}
+	err := e.LookupResources(ctx, s, r, req, func(engine.FoundResource) error { return nil })
+	if err == nil || err.Error() != lrErr.Error() {
+		return fmt.Sprintf("unordered lookup fails with %v, ordered with %v", lrErr, err)
+	}
+	return ""
 }
 
 // TestOrderedLookupSubjectsAgreeWithSets holds LookupSubjects, on random schemas with

@@ -37,7 +37,10 @@ type FoundResource struct {
 // intersection or exclusion needs is checked forwards. Results are yielded as they
 // become final, in an order that is the same for the same revision and request, so a
 // caller can page by counting. A granted resource is yielded once; conditional ones
-// come last. yield returning an error stops the lookup with that error.
+// come last. A resource whose check would fail on a caveat that cannot be evaluated
+// fails the lookup, with the error of the least such id, once the granted ones are
+// yielded: it can be neither listed nor left out. yield returning an error stops the
+// lookup with that error.
 func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Reader, req LookupResourcesRequest, yield func(FoundResource) error) error {
 	target, err := resourcesTarget(s, req)
 	if err != nil {
@@ -74,10 +77,18 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 		return err
 	}
 	var conds []string
+	failed := "" // the least id whose check fails on a caveat: the lookup fails with it
 	for id, o := range res {
-		if o.st == cond && !emitted[id] {
+		switch {
+		case emitted[id]:
+		case o.st == cond:
 			conds = append(conds, id)
+		case o.st == evalErr && (failed == "" || id < failed):
+			failed = id
 		}
+	}
+	if failed != "" {
+		return res[failed].err
 	}
 	slices.Sort(conds)
 	for _, id := range conds {
@@ -117,7 +128,7 @@ const lookupChunk = 1000
 // grants are final for it) and passes granted results to emit a chunk of objects at a
 // time, in id order: as they are read for a relation of direct subjects, as they are
 // checked for an intersection or exclusion (operand by operand of a union it narrows),
-// and once all are known for any other branch of a union. It returns the conditional
+// and once all are known for any other branch of a union. It returns the undecided
 // results: the granted ones have gone to emit, and keeping them would hold the whole
 // answer in memory.
 func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Expr, emit func(results) error) (results, error) {
@@ -156,7 +167,7 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 					delete(acc, id) // conditional from an earlier operand of a union
 				}
 			}
-			mergeOr(acc, conditionalOnly(part))
+			mergeOr(acc, undecided(part))
 			return nil
 		}
 		// The candidates are the first operand's; of a union, each of its operands'
@@ -190,7 +201,7 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 	}
 	acc := results{}
 	return acc, l.chunks(ctx, def, x, func(part results) error {
-		mergeOr(acc, conditionalOnly(part))
+		mergeOr(acc, undecided(part))
 		return emit(part)
 	})
 }
@@ -233,11 +244,12 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 	return nil
 }
 
-// conditionalOnly returns the conditional results of res.
-func conditionalOnly(res results) results {
+// undecided returns the results of res that are neither granted nor denied: the
+// conditional ones and those whose caveats failed to evaluate.
+func undecided(res results) results {
 	out := results{}
 	for id, o := range res {
-		if o.st == cond {
+		if o.st == cond || o.st == evalErr {
 			out[id] = o
 		}
 	}
@@ -300,6 +312,10 @@ func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req Lo
 				f.Result = Result{Membership: HasPermission}
 			case cond:
 				f.Result = Result{Membership: Conditional, Missing: o.missing}
+			case evalErr:
+				// The first resource in id order whose check fails fails the lookup,
+				// as in the unordered lookup.
+				return o.err
 			default:
 				continue
 			}
@@ -488,7 +504,7 @@ func mergeOr(dst, src results) bool {
 	for id, o := range src {
 		old := dst.get(id)
 		n := or(old, o)
-		if n.st != old.st || !slices.Equal(n.missing, old.missing) {
+		if n.st != old.st || !slices.Equal(n.missing, old.missing) || n.err != old.err {
 			dst.put(id, n)
 			changed = true
 		}
@@ -781,11 +797,7 @@ func (l *reverseLookup) directEach(ctx context.Context, r *ir.Relation, fn func(
 		if s.Object.ID != rel.Wildcard && s.Relation != subj.Relation {
 			continue
 		}
-		o, err := l.ev.caveat(item.Relationship.Caveat)
-		if err != nil {
-			return err
-		}
-		if err := fn(item.Relationship.Resource.ID, o); err != nil {
+		if err := fn(item.Relationship.Resource.ID, l.ev.caveat(item.Relationship.Caveat)); err != nil {
 			return err
 		}
 	}
@@ -854,11 +866,7 @@ func (l *reverseLookup) walkBackEach(ctx context.Context, resType, relation stri
 		x := item.Relationship
 		o := sub.get(x.Subject.Object.ID)
 		if x.Caveat != nil {
-			c, err := l.ev.caveat(x.Caveat)
-			if err != nil {
-				return err
-			}
-			o = and(c, o)
+			o = and(l.ev.caveat(x.Caveat), o)
 		}
 		if err := fn(x.Resource.ID, o); err != nil {
 			return err

@@ -266,10 +266,7 @@ func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, 
 			if err != nil {
 				return nil, err
 			}
-			if sub, err = p.through(sub, item.Relationship.Caveat); err != nil {
-				return nil, err
-			}
-			subs = append(subs, sub)
+			subs = append(subs, p.through(sub, item.Relationship.Caveat))
 		}
 	}
 	n := union(named, union(append([]*planNode{emptyPlan()}, subs...)...))
@@ -304,12 +301,12 @@ func (p *subjectPlanner) expr(ctx context.Context, def *ir.Definition, x *ir.Exp
 }
 
 // through is sub reached through a relationship with caveat c.
-func (p *subjectPlanner) through(sub *planNode, c *rel.Caveat) (*planNode, error) {
-	o, err := p.ev.caveat(c)
-	if err != nil || o.st == has {
-		return sub, err
+func (p *subjectPlanner) through(sub *planNode, c *rel.Caveat) *planNode {
+	o := p.ev.caveat(c)
+	if o.st == has {
+		return sub
 	}
-	return &planNode{kind: planCaveat, children: []*planNode{sub}, cav: o}, nil
+	return &planNode{kind: planCaveat, children: []*planNode{sub}, cav: o}
 }
 
 // arrow is the plan of an arrow: the union of its target on each tupleset subject,
@@ -328,9 +325,7 @@ func (p *subjectPlanner) arrow(ctx context.Context, def *ir.Definition, x *ir.Ex
 			if sub, err = p.relation(ctx, target, s.ID, depth-1); err != nil {
 				return nil, err
 			}
-			if sub, err = p.through(sub, item.Relationship.Caveat); err != nil {
-				return nil, err
-			}
+			sub = p.through(sub, item.Relationship.Caveat)
 		} else if x.ArrowKind == ir.ArrowAny {
 			continue
 		}
@@ -659,7 +654,7 @@ func (o *subjectsRun) leafHolds(n *planNode, id string) (outcome, error) {
 		if err != nil {
 			return outNo, err
 		}
-		return o.ev.caveat(item.Relationship.Caveat)
+		return o.ev.caveat(item.Relationship.Caveat), nil
 	}
 	return outNo, nil
 }
@@ -787,11 +782,7 @@ func (l *leafStream) read() (string, outcome, bool, error) {
 		if x.Subject.Object.ID == rel.Wildcard {
 			continue
 		}
-		c, err := l.ev.caveat(x.Caveat)
-		if err != nil {
-			return "", outNo, false, err
-		}
-		if c.st != no {
+		if c := l.ev.caveat(x.Caveat); c.st != no {
 			return x.Subject.Object.ID, c, true, nil
 		}
 	}

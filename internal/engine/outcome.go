@@ -1,9 +1,13 @@
 package engine
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
-// state is the four-valued answer for one resource during evaluation. depthErr means the
-// answer depended on a branch cut off by the depth limit: unknown, never guessed.
+// state is the five-valued answer for one resource during evaluation. depthErr means the
+// answer depended on a branch cut off by the depth limit, evalErr on a caveat that failed
+// to evaluate: unknown, never guessed.
 type state uint8
 
 const (
@@ -11,12 +15,22 @@ const (
 	has
 	cond
 	depthErr
+	evalErr
 )
 
-// outcome is one resource's answer; missing is set only for cond.
+// outcome is one resource's answer; missing is set only for cond, err only for evalErr.
+//
+// The operators are Kleene's three-valued logic with the unknowns ranked: a union
+// that one operand grants is granted and an intersection that one operand denies is
+// denied whatever the others are, errors included; otherwise a depth error outranks a
+// caveat error, which outranks a conditional answer, and of two caveat errors the
+// lesser (by caveat name, then message) stands. Every operator is commutative and
+// associative, so the order in which branches are evaluated, cached, batched or
+// dispatched cannot change what comes out.
 type outcome struct {
 	st      state
 	missing []string
+	err     *CaveatEvalError
 }
 
 var (
@@ -51,6 +65,8 @@ func or(a, b outcome) outcome {
 		return outHas
 	case a.st == depthErr || b.st == depthErr:
 		return outErr
+	case a.st == evalErr || b.st == evalErr:
+		return lesserErr(a, b)
 	case a.st == cond && b.st == cond:
 		return outcome{st: cond, missing: mergeMissing(a.missing, b.missing)}
 	case a.st == cond:
@@ -67,6 +83,8 @@ func and(a, b outcome) outcome {
 		return outNo
 	case a.st == depthErr || b.st == depthErr:
 		return outErr
+	case a.st == evalErr || b.st == evalErr:
+		return lesserErr(a, b)
 	case a.st == cond && b.st == cond:
 		return outcome{st: cond, missing: mergeMissing(a.missing, b.missing)}
 	case a.st == cond:
@@ -86,6 +104,27 @@ func not(a outcome) outcome {
 	default:
 		return a
 	}
+}
+
+// caveatErr is the outcome of a caveat that failed to evaluate.
+func caveatErr(name string, err error) outcome {
+	return outcome{st: evalErr, err: &CaveatEvalError{Caveat: name, Err: err}}
+}
+
+// lesserErr returns the caveat error of a and b (at least one is one) that sorts first
+// by caveat name and then message, so that which of several failing caveats a request
+// reports does not depend on the order they were met in.
+func lesserErr(a, b outcome) outcome {
+	switch {
+	case a.st != evalErr:
+		return b
+	case b.st != evalErr:
+		return a
+	}
+	if c := cmp.Or(cmp.Compare(a.err.Caveat, b.err.Caveat), cmp.Compare(a.err.Error(), b.err.Error())); c > 0 {
+		return b
+	}
+	return a
 }
 
 func mergeMissing(a, b []string) []string {

@@ -246,10 +246,7 @@ func (l *subjectLookup) direct(ctx context.Context, r *ir.Relation, id string, d
 			return nil, err
 		}
 		x := item.Relationship
-		c, err := l.ev.caveat(x.Caveat)
-		if err != nil {
-			return nil, err
-		}
+		c := l.ev.caveat(x.Caveat)
 		s := x.Subject
 		if s.Object.Type == l.typ && s.Relation == l.subjRel {
 			if s.Object.ID == rel.Wildcard {
@@ -329,10 +326,8 @@ func (l *subjectLookup) arrow(ctx context.Context, def *ir.Definition, x *ir.Exp
 				continue
 			}
 		} else {
-			c, err := l.ev.caveat(item.Relationship.Caveat)
-			if err != nil {
-				return nil, err
-			}
+			c := l.ev.caveat(item.Relationship.Caveat)
+			var err error
 			if sub, err = l.relation(ctx, target, s.Object.ID, depth-1); err != nil {
 				return nil, err
 			}

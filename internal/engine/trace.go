@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
@@ -42,15 +43,18 @@ type TraceResult struct {
 	Result
 	// DepthExceeded: the answer was cut off by the depth limit, Result means nothing.
 	DepthExceeded bool
+	// CaveatErr, when set: the answer depended on a caveat that failed to evaluate,
+	// Result means nothing.
+	CaveatErr error
 }
 
 // Summary is the step's answer taken over all its resources, as SpiceDB reports a
 // batched step: has if any resource has it, else conditional if any is, else no.
-// ok is false when every answer was cut off by the depth limit.
+// ok is false when every answer was cut off by the depth limit or a failed caveat.
 func (n *TraceNode) Summary() (m Membership, ok bool) {
 	for _, r := range n.Results {
 		switch {
-		case r.DepthExceeded:
+		case r.DepthExceeded || r.CaveatErr != nil:
 			continue
 		case r.Membership == HasPermission:
 			return HasPermission, true
@@ -70,6 +74,9 @@ const (
 	CaveatTrue
 	// CaveatMissingContext: the answer depends on parameters no context supplied.
 	CaveatMissingContext
+	// CaveatFailed: the caveat could not be evaluated (a context value of the wrong
+	// type, a runtime error, the cost limit).
+	CaveatFailed
 )
 
 // CaveatTrace is one caveat evaluation: the caveat of a relationship of ResourceID.
@@ -135,8 +142,11 @@ func earlier(a, b *time.Time) *time.Time {
 }
 
 func traceResult(o outcome) TraceResult {
-	if o.st == depthErr {
+	switch o.st {
+	case depthErr:
 		return TraceResult{DepthExceeded: true}
+	case evalErr:
+		return TraceResult{CaveatErr: o.err}
 	}
 	res, _ := toResult(o)
 	return TraceResult{Result: res}
@@ -267,9 +277,12 @@ func (t *tracer) caveat(ev *evaluator, id string, c *rel.Caveat, o outcome) {
 	if t == nil || c == nil || len(t.open) == 0 {
 		return
 	}
-	def := ev.s.Caveat(c.Name)
-	ct := CaveatTrace{ResourceID: id, Caveat: c.Name, Expression: strings.TrimSpace(def.Expression), Context: map[string]any{}}
-	for _, p := range def.Params {
+	ct := CaveatTrace{ResourceID: id, Caveat: c.Name, Context: map[string]any{}}
+	var params []caveat.Param
+	if def := ev.s.Caveat(c.Name); def != nil { // nil: a caveat the schema does not define (CaveatFailed)
+		ct.Expression, params = strings.TrimSpace(def.Expression), def.Params
+	}
+	for _, p := range params {
 		if v, ok := c.Context[p.Name]; ok {
 			ct.Context[p.Name] = v
 		} else if v, ok := ev.reqCtx[p.Name]; ok {
@@ -281,6 +294,8 @@ func (t *tracer) caveat(ev *evaluator, id string, c *rel.Caveat, o outcome) {
 		ct.Result = CaveatTrue
 	case cond:
 		ct.Result, ct.Missing = CaveatMissingContext, o.missing
+	case evalErr:
+		ct.Result = CaveatFailed
 	}
 	n := t.open[len(t.open)-1].n
 	n.Caveats = append(n.Caveats, ct)

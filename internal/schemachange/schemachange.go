@@ -1,13 +1,17 @@
-// Package schemachange holds the rule for replacing a schema over stored data: a new
+// Package schemachange holds the rules for replacing a schema over stored data: a new
 // schema may not orphan a stored relationship, that is remove its relation or
 // definition, or stop allowing the subject type, caveat, wildcard or expiration it was
-// written with. SpiceDB enforces the same rule in WriteSchema.
+// written with; and it may not remove or retype a parameter of a caveat it keeps,
+// whatever is stored, since relationships' contexts were written for those types.
+// SpiceDB enforces the same rules in WriteSchema.
 package schemachange
 
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
@@ -29,6 +33,9 @@ func (e *Error) Error() string { return e.Msg }
 // question is one filtered store query that stops at its first example, and only
 // relations that changed are asked about.
 func Check(ctx context.Context, r store.Reader, old, next *ir.Schema) error {
+	if err := checkCaveatParams(old, next); err != nil {
+		return err
+	}
 	for _, od := range old.Definitions {
 		nd := next.Definition(od.Name)
 		for _, or := range od.Relations {
@@ -37,6 +44,34 @@ func Check(ctx context.Context, r store.Reader, old, next *ir.Schema) error {
 			}
 			if err := checkRelationChange(ctx, r, od, or, nd); err != nil {
 				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkCaveatParams refuses, as SpiceDB does, a caveat kept by name whose parameter
+// is removed or changes type, even with nothing stored: a relationship's context and
+// a client's requests were written for the old parameters, and a check that held
+// would turn conditional on a parameter no one supplies. Adding a parameter, and
+// removing a whole caveat no relation allows any more, are accepted. Caveats and their
+// parameters are taken in declaration order, so the first such change is reported.
+func checkCaveatParams(old, next *ir.Schema) error {
+	for _, oc := range old.Caveats {
+		nc := next.Caveat(oc.Name)
+		if nc == nil {
+			continue
+		}
+		for _, op := range oc.Params {
+			i := slices.IndexFunc(nc.Params, func(p caveat.Param) bool { return p.Name == op.Name })
+			meta := map[string]string{"caveat_name": oc.Name, "parameter_name": op.Name}
+			switch {
+			case i < 0:
+				meta["operation"] = "remove_parameter"
+				return &Error{Msg: fmt.Sprintf("cannot remove parameter `%s` on caveat `%s`", op.Name, oc.Name), Details: meta}
+			case nc.Params[i].Type.String() != op.Type.String():
+				meta["operation"] = "change_parameter_type"
+				return &Error{Msg: fmt.Sprintf("cannot change the type of parameter `%s` on caveat `%s`", op.Name, oc.Name), Details: meta}
 			}
 		}
 	}

@@ -132,6 +132,10 @@ func caveatTraceToV1(c *engine.CaveatTrace) *v1.CaveatEvalInfo {
 	case engine.CaveatMissingContext:
 		out.Result = v1.CaveatEvalInfo_RESULT_MISSING_SOME_CONTEXT
 		out.PartialCaveatInfo = &v1.PartialCaveatInfo{MissingRequiredContext: c.Missing}
+	case engine.CaveatFailed:
+		// Neither true nor false: SpiceDB has no result for a caveat that failed to
+		// evaluate (its check fails), latch's only where the failure decides the answer.
+		out.Result = v1.CaveatEvalInfo_RESULT_UNSPECIFIED
 	}
 	// Context values come from JSON (the request's or the stored relationship's), which
 	// a Struct holds; one that does not convert is left out rather than failing the check.

@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/latch-authz/latch/internal/engine/enginetest"
 	"github.com/latch-authz/latch/internal/rel"
@@ -109,8 +112,16 @@ type differ struct {
 	gen  enginetest.Options
 	// defs are the definitions the last case wrote relationships for.
 	defs []string
+	// caveatContexts: the case's queries are checks, each with a random caveat context
+	// whose values may fail to convert (caveatQueries) instead of queries' reads.
+	caveatContexts bool
 
 	cases, bothRefused, oneRefused, agreed, spicedbGaveUp, spicedbContradicted, failed int
+	// spicedbUndecided counts checks SpiceDB failed on a caveat whose value cannot
+	// change the answer: with every valid value in its place SpiceDB answers latch's.
+	spicedbUndecided int
+	// bothFailed counts answers that were failures with the same code on both.
+	bothFailed int
 }
 
 // runCase compares one random schema and its data; it reports false on a disagreement.
@@ -141,9 +152,13 @@ func (d *differ) runCase(seed uint64) bool {
 	d.cases++
 	d.defs = g.Defs[1:]
 	d.load(rels)
-	for _, q := range queries(g) {
+	qs := queries
+	if d.caveatContexts {
+		qs = caveatQueries
+	}
+	for _, q := range qs(g) {
 		a, ok := d.compare(q)
-		if ok || d.spicedbContradictsItself(q, a) {
+		if ok || d.spicedbContradictsItself(q, a) || d.spicedbFailsUndecided(q, a) {
 			continue
 		}
 		rels = d.shrink(q, rels)
@@ -229,8 +244,10 @@ func (d *differ) compare(q query) ([]string, bool) {
 		case d.apis[0].name == "SpiceDB" && gaveUp(errs[0]) && (errs[i] == nil || isDepthError(errs[i])):
 			d.spicedbGaveUp++
 			return answers, true
+		case errs[0] != nil && errs[i] != nil && status.Code(errs[0]) == status.Code(errs[i]):
+			d.bothFailed++
 		case errs[0] != nil || errs[i] != nil:
-			agree = agree && status.Code(errs[0]) == status.Code(errs[i])
+			agree = false
 		default:
 			agree = agree && answers[0] == answers[i]
 		}
@@ -262,6 +279,137 @@ func (d *differ) spicedbContradictsItself(q query, answers []string) bool {
 	d.spicedbContradicted++
 	d.t.Logf("%s: SpiceDB answers %s, its own checks %s, as latch does", q, answers[0], checked)
 	return true
+}
+
+// spicedbFailsUndecided reports whether SpiceDB failed a check on a caveat that latch
+// found could not change the answer, proven by SpiceDB itself: asked again with every
+// combination of valid values in place of the failing ones, it gives latch's answer
+// each time. SpiceDB evaluates a permission's caveats in an order of its own and stops
+// at the first that fails; such a difference is counted, not failed.
+func (d *differ) spicedbFailsUndecided(q query, answers []string) bool {
+	if q.valid == nil || d.apis[0].name != "SpiceDB" || !strings.HasPrefix(answers[0], "error: ") {
+		return false
+	}
+	for _, a := range answers[1:] {
+		if strings.HasPrefix(a, "error: ") {
+			return false
+		}
+	}
+	for _, c := range q.valid {
+		ctx, cancel := context.WithTimeout(d.ctx, callTimeout)
+		got, err := q.runWith(ctx, d.apis[0], c)
+		cancel()
+		if err != nil || got != answers[1] {
+			return false
+		}
+	}
+	d.spicedbUndecided++
+	if d.spicedbUndecided <= 3 {
+		d.t.Logf("%s: SpiceDB fails (%s), latch answers %s, as SpiceDB does for every valid value of the failing parameters", q, answers[0], answers[1])
+	}
+	return true
+}
+
+// caveatQueries lists checks over the grid of resources and subjects, each with a
+// random caveat context (enginetest.Options.CaveatErrors: a value may fail to
+// convert).
+func caveatQueries(g *enginetest.Gen) []query {
+	subjects := gridSubjects(g)
+	var qs []query
+	for _, def := range g.Defs[1:] {
+		for _, name := range g.Names(def) {
+			for _, id := range enginetest.IDs(def) {
+				for _, s := range subjects {
+					qs = append(qs, contextCheckQuery(rel.ObjectRef{Type: def, ID: id}, name, s, g.Context()))
+				}
+			}
+		}
+	}
+	return qs
+}
+
+// validValues are values that convert, false and true, for the parameters of
+// enginetest's caveats.
+var validValues = map[string][2]any{
+	"x": {0.0, 9.0}, "f": {false, true}, "t": {"2031-01-01T00:00:00Z", "2023-10-11T10:00:00Z"},
+}
+
+// contextCheckQuery is a check with caveat context c; its valid contexts replace the
+// values of c that fail to convert with every combination of valid ones.
+func contextCheckQuery(res rel.ObjectRef, perm string, s rel.SubjectRef, c map[string]any) query {
+	runWith := func(ctx context.Context, api authzAPI, c map[string]any) (string, error) {
+		pc, err := structpb.NewStruct(c)
+		if err != nil {
+			return "", err
+		}
+		resp, err := api.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+			Consistency: fullyConsistent(), Resource: relv1.Object(res), Permission: perm, Subject: relv1.Subject(s), Context: pc,
+		})
+		return strings.TrimPrefix(resp.GetPermissionship().String(), "PERMISSIONSHIP_"), err
+	}
+	q := query{
+		desc:    fmt.Sprintf("CheckPermission %s#%s@%s ctx %v", res, perm, s, c),
+		run:     func(ctx context.Context, api authzAPI) (string, error) { return runWith(ctx, api, c) },
+		runWith: runWith,
+	}
+	q.valid = []map[string]any{maps.Clone(c)}
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		v := validValues[k]
+		if v[0] == nil || reflect.TypeOf(c[k]) == reflect.TypeOf(v[0]) && (k != "t" || validTimestamp(c[k])) {
+			continue
+		}
+		var next []map[string]any
+		for _, vc := range q.valid {
+			for _, x := range v {
+				vc2 := maps.Clone(vc)
+				vc2[k] = x
+				next = append(next, vc2)
+			}
+		}
+		q.valid = next
+	}
+	if len(q.valid) == 1 {
+		q.valid = nil // every value converts
+	}
+	return q
+}
+
+func validTimestamp(v any) bool {
+	s, _ := v.(string)
+	_, err := time.Parse(time.RFC3339, s)
+	return err == nil
+}
+
+// TestSpiceDBDifferentialCaveatErrors is TestSpiceDBDifferential's comparison of checks
+// on random schemas with caveats, each check with a random context whose values fail
+// to convert now and then (a malformed timestamp, a string for an int or a bool).
+// latch fails a check only where a failing caveat could change the answer; SpiceDB
+// fails wherever it evaluates one before the answer is settled, in an order of its
+// own. So every answer must agree, except a SpiceDB failure that SpiceDB itself shows
+// to be undecided (spicedbFailsUndecided), counted and logged.
+func TestSpiceDBDifferentialCaveatErrors(t *testing.T) {
+	spicedb := startSpiceDB(t)
+	ls := start(t, nil)
+	deadline := time.Now().Add(*diffTime)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Minute))
+	defer cancel()
+	d := &differ{
+		t: t, ctx: ctx, gen: enginetest.Options{Caveats: true, CaveatErrors: true, Acyclic: true}, caveatContexts: true,
+		apis: []authzAPI{spicedb, {name: "latch", schema: ls.schema, perms: ls.perms}},
+	}
+	for i := range uint64(*diffCases) {
+		if time.Now().After(deadline) {
+			break
+		}
+		if !d.runCase(*diffSeed+i) && d.failed >= 3 {
+			t.Fatalf("stopping after %d disagreeing schemas", d.failed)
+		}
+	}
+	t.Logf("%d schemas compared (%d refused by both, %d accepted by only one), %d checks agreed (%d of them failing alike), %d SpiceDB gave up on, %d SpiceDB failed on a caveat that cannot change the answer",
+		d.cases, d.bothRefused, d.oneRefused, d.agreed, d.bothFailed, d.spicedbGaveUp, d.spicedbUndecided)
+	if d.cases == 0 {
+		t.Fatal("no schema was compared")
+	}
 }
 
 // callTimeout bounds one call; both servers answer the generated queries in milliseconds.
@@ -303,6 +451,11 @@ type query struct {
 	run  func(context.Context, authzAPI) (string, error)
 	// byChecks, for a lookup, builds run's answer from the server's checks.
 	byChecks func(context.Context, authzAPI) (string, error)
+	// runWith, for a check with a caveat context, runs it with another context; valid
+	// lists the contexts with valid values in place of those that fail to convert
+	// (nil: every value converts).
+	runWith func(context.Context, authzAPI, map[string]any) (string, error)
+	valid   []map[string]any
 }
 
 func (q query) String() string { return q.desc }

@@ -26,6 +26,10 @@ type Options struct {
 	// Cycles are legal, but SpiceDB follows them to its depth limit, at a cost
 	// exponential in that limit, and ends in an error rather than an answer to compare.
 	Acyclic bool
+	// CaveatErrors (with Caveats) adds `caveat before(t timestamp)` and request contexts
+	// whose values fail to convert on purpose: a malformed timestamp, a string for an
+	// int or a bool.
+	CaveatErrors bool
 }
 
 // AllTraits uses every trait the generator knows.
@@ -101,6 +105,9 @@ func (g *Gen) write() string {
 	b.WriteString("definition user {}\n\n")
 	if g.Opts.Caveats {
 		b.WriteString("caveat over(x int) { x > 5 }\n\ncaveat flagged(f bool) { f }\n\n")
+		if g.Opts.CaveatErrors {
+			b.WriteString("caveat before(t timestamp) { t < timestamp(\"2030-01-01T00:00:00Z\") }\n\n")
+		}
 	}
 	for _, d := range g.Defs[1:] {
 		fmt.Fprintf(&b, "definition %s {\n", d)
@@ -119,6 +126,9 @@ func (g *Gen) subjectType(self string) string {
 	var traits []string
 	if g.Opts.Caveats {
 		traits = append(traits, "user with over", "user with flagged")
+		if g.Opts.CaveatErrors {
+			traits = append(traits, "user with before")
+		}
 	}
 	if g.Opts.Expiration {
 		traits = append(traits, "user with expiration")
@@ -270,6 +280,8 @@ func (g *Gen) trait(x *rel.Relationship, trait string, now time.Time) {
 		}
 	case "flagged":
 		x.Caveat = &rel.Caveat{Name: "flagged"}
+	case "before":
+		x.Caveat = &rel.Caveat{Name: "before"}
 	case "expiration":
 		exp := now.Add(time.Hour)
 		if g.Rnd.IntN(2) == 0 {
@@ -279,7 +291,8 @@ func (g *Gen) trait(x *rel.Relationship, trait string, now time.Time) {
 	}
 }
 
-// Context returns a random request context for the caveats: x, f, both or neither.
+// Context returns a random request context for the caveats: x, f, both or neither;
+// with CaveatErrors, also t, and each value may be one that fails to convert.
 func (g *Gen) Context() map[string]any {
 	ctx := map[string]any{}
 	if g.Rnd.IntN(2) == 0 {
@@ -287,6 +300,19 @@ func (g *Gen) Context() map[string]any {
 	}
 	if g.Rnd.IntN(2) == 0 {
 		ctx["f"] = g.Rnd.IntN(2) == 0
+	}
+	if !g.Opts.CaveatErrors {
+		return ctx
+	}
+	if g.Rnd.IntN(3) == 0 {
+		ctx["x"] = "seven"
+	}
+	if g.Rnd.IntN(3) == 0 {
+		ctx["f"] = "yes"
+	}
+	// Before 2030, after it, malformed (no seconds), or absent.
+	if t := g.Pick([]string{"2023-10-11T10:00:00Z", "2031-01-01T00:00:00Z", "2023-10-11T11:00.000Z", ""}); t != "" {
+		ctx["t"] = t
 	}
 	return ctx
 }

@@ -59,6 +59,8 @@ func newTraceNode(s *ir.Schema, n *engine.TraceNode) *traceNode {
 		tr := traceResult{ID: id, Result: r.Membership.String(), Missing: r.Missing}
 		if r.DepthExceeded {
 			tr.Result, tr.Missing = "DEPTH_EXCEEDED", nil
+		} else if r.CaveatErr != nil {
+			tr.Result, tr.Missing = "CAVEAT_ERROR", nil
 		}
 		out.Results = append(out.Results, tr)
 	}
@@ -69,6 +71,8 @@ func newTraceNode(s *ir.Schema, n *engine.TraceNode) *traceNode {
 			tc.Result = "true"
 		case engine.CaveatMissingContext:
 			tc.Result = "missing context"
+		case engine.CaveatFailed:
+			tc.Result = "error"
 		}
 		out.Caveats = append(out.Caveats, tc)
 	}
