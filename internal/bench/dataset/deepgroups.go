@@ -47,12 +47,14 @@ definition document {
 // them also of a second parent at any shallower level: a DAG, never a cycle, since
 // every edge goes from a lower id to a higher one. 85% of users are in a deepest
 // group, 10% in the level above, 5% in the one above that (Pareto-shaped again), and
-// 30% have a second membership at any level. Folders form trees 6 levels deep; half of
-// them are shared with a group of levels 1 to 3. Each document is in a folder, has an
-// owner (Pareto over users) and is shared with a group of levels 1 to 3, a fifth with a
-// second group of levels 0 to 4: access comes through long chains of nested groups.
+// 30% have a second membership at any level. Folders form trees 6 levels deep; a
+// quarter of them are shared with a group of levels 2 to 4. Each document is in a
+// folder, has an owner (Pareto over users) and is shared with a group of levels 2 to
+// 4, a fifth with a second group of levels 1 to 4 (shares pick groups uniformly):
+// access comes through long chains of nested groups, and a random user reaches a
+// small share of the documents.
 //
-// Document d<i> for i below the user count is shared with an ancestor (levels 1 to 3,
+// Document d<i> for i below the user count is shared with an ancestor (levels 2 to 4,
 // by primary parents) of user u<i>'s first group, so that a check of document:d<i>
 // view for user:u<i> is positive through a long chain: workloads draw such pairs with
 // one generator for both (see workloads/deepgroups.yaml).
@@ -97,9 +99,9 @@ func (d DeepGroups) Schema() string { return DeepGroupsSchema }
 
 // Estimate is about how many relationships Generate yields: 1.25 edges per group below
 // the top, 1.3 memberships per user, a parent for every folder not at the top and
-// half a share, three relationships per document and a fifth of a second share.
+// a quarter of a share, three relationships per document and a fifth of a second share.
 func (d DeepGroups) Estimate() int {
-	return int(1.25*float64(d.Groups) + 1.3*float64(d.Users) + 1.5*float64(d.Folders) + 3.2*float64(d.Documents))
+	return int(1.25*float64(d.Groups) + 1.3*float64(d.Users) + 1.25*float64(d.Folders) + 3.2*float64(d.Documents))
 }
 
 // Generate yields every relationship of the data set in a fixed order; the same seed
@@ -179,6 +181,12 @@ func (l *levels) draw(i int) int {
 	return l.start[i] + l.pick[i].Next()
 }
 
+// any returns an id of level i (clamped to the levels there are), uniformly.
+func (l *levels) any(rnd *rand.Rand, i int) int {
+	i = min(max(i, 0), len(l.size)-1)
+	return l.start[i] + rnd.IntN(l.size[i])
+}
+
 type deepGen struct {
 	d       DeepGroups
 	rnd     *rand.Rand
@@ -247,8 +255,8 @@ func (g *deepGen) users() error {
 	return nil
 }
 
-// folderEdges puts every folder below the top in a parent one level up and shares
-// half of them with a high-level group.
+// folderEdges puts every folder below the top in a parent one level up and shares a
+// quarter of them with a high-level group.
 func (g *deepGen) folderEdges() error {
 	for lv := range g.folders.size {
 		for f := g.folders.start[lv]; f < g.folders.start[lv]+g.folders.size[lv]; f++ {
@@ -258,8 +266,8 @@ func (g *deepGen) folderEdges() error {
 					return err
 				}
 			}
-			if g.rnd.IntN(2) == 0 {
-				grp := g.groups.draw(1 + g.rnd.IntN(3))
+			if g.rnd.IntN(4) == 0 {
+				grp := g.groups.any(g.rnd, 2+g.rnd.IntN(3))
 				if err := g.yield(setEdge("folder", Folder(f), "viewer", "group", Group(grp), "member")); err != nil {
 					return err
 				}
@@ -278,8 +286,8 @@ func (g *deepGen) documents() error {
 		if err := g.yield(edge("document", doc, "owner", "user", User(g.owners.Next()))); err != nil {
 			return err
 		}
-		lv := 1 + g.rnd.IntN(3)
-		grp := g.groups.draw(lv)
+		lv := 2 + g.rnd.IntN(3)
+		grp := g.groups.any(g.rnd, lv)
 		if i < g.d.Users {
 			grp = g.ancestor(int(g.first[i]), lv)
 		}
@@ -287,7 +295,7 @@ func (g *deepGen) documents() error {
 			return err
 		}
 		if g.rnd.IntN(5) == 0 {
-			if other := g.groups.draw(g.rnd.IntN(5)); other != grp {
+			if other := g.groups.any(g.rnd, 1+g.rnd.IntN(4)); other != grp {
 				if err := g.yield(setEdge("document", doc, "viewer", "group", Group(other), "member")); err != nil {
 					return err
 				}
