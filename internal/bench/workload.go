@@ -177,7 +177,7 @@ func (w *Workload) parseDataset(top *object) error {
 	}
 	w.Dataset = &DatasetSpec{Name: o.str("name", ""), Seed: uint64(o.integer("seed", 1))}
 	if w.Dataset.Name == "" {
-		return errAt(n, "dataset needs a name (social or permify)")
+		return errAt(n, "dataset needs a name (social, permify or deepgroups)")
 	}
 	return o.err
 }
