@@ -93,9 +93,14 @@ type drawer struct {
 	rnd   *rand.Rand
 	reuse float64
 	last  int
+	// pair, when set, is the drawer of the step's resource, whose draw this one repeats.
+	pair *drawer
 }
 
 func (d *drawer) id() string {
+	if d.pair != nil {
+		return d.tbl.get(d.pair.last)
+	}
 	if d.smp == nil {
 		return d.tbl.prefix
 	}
@@ -130,6 +135,17 @@ func (wk *grpcWorker) drawer(t Template) *drawer {
 		d.smp, d.reuse = g.Spec.New(wk.rnd), g.Reuse
 	}
 	return d
+}
+
+// drawers returns the drawers of a step's resource and subject. When both name one
+// generator, the subject repeats the resource's draw (drawn first), so a step can name
+// a pair the data set links, as deepgroups links document d<i> to user u<i>.
+func (wk *grpcWorker) drawers(s Step) (res, sub *drawer) {
+	res, sub = wk.drawer(s.Resource), wk.drawer(s.Subject)
+	if g := s.Resource.Generator; g != "" && g == s.Subject.Generator {
+		sub.pair, sub.smp = res, nil
+	}
+	return res, sub
 }
 
 // pick draws a step by weight.
@@ -174,7 +190,7 @@ func subject(t Template) *v1.SubjectReference {
 }
 
 func (wk *grpcWorker) check(c v1.PermissionsServiceClient, s Step) func(context.Context) error {
-	res, sub := wk.drawer(s.Resource), wk.drawer(s.Subject)
+	res, sub := wk.drawers(s)
 	req := &v1.CheckPermissionRequest{Resource: objRef(s.Resource), Permission: s.Permission, Subject: subject(s.Subject)}
 	return func(ctx context.Context) error {
 		req.Resource.ObjectId, req.Subject.Object.ObjectId = res.id(), sub.id()
@@ -185,7 +201,7 @@ func (wk *grpcWorker) check(c v1.PermissionsServiceClient, s Step) func(context.
 }
 
 func (wk *grpcWorker) checkBulk(c v1.PermissionsServiceClient, s Step) func(context.Context) error {
-	res, sub := wk.drawer(s.Resource), wk.drawer(s.Subject)
+	res, sub := wk.drawers(s)
 	req := &v1.CheckBulkPermissionsRequest{}
 	for range s.Items {
 		req.Items = append(req.Items, &v1.CheckBulkPermissionsRequestItem{Resource: objRef(s.Resource), Permission: s.Permission, Subject: subject(s.Subject)})
@@ -255,7 +271,7 @@ func drain[T any](recv func() (T, error)) error {
 }
 
 func (wk *grpcWorker) write(c v1.PermissionsServiceClient, s Step) func(context.Context) error {
-	res, sub := wk.drawer(s.Resource), wk.drawer(s.Subject)
+	res, sub := wk.drawers(s)
 	op := v1.RelationshipUpdate_OPERATION_TOUCH
 	if s.Operation == "create" {
 		op = v1.RelationshipUpdate_OPERATION_CREATE
@@ -274,7 +290,7 @@ func (wk *grpcWorker) write(c v1.PermissionsServiceClient, s Step) func(context.
 }
 
 func (wk *grpcWorker) delete(c v1.PermissionsServiceClient, s Step) func(context.Context) error {
-	res, sub := wk.drawer(s.Resource), wk.drawer(s.Subject)
+	res, sub := wk.drawers(s)
 	sf := &v1.SubjectFilter{SubjectType: s.Subject.Type}
 	if s.Subject.Relation != "" {
 		sf.OptionalRelation = &v1.SubjectFilter_RelationFilter{Relation: s.Subject.Relation}

@@ -46,7 +46,7 @@ func newPermifyWorker(p *plan, t *PermifyTarget, client *http.Client, seed uint6
 	}
 	g := &grpcWorker{p: p, rnd: wk.rnd} // shares the id drawing and step picking
 	for _, s := range p.w.Steps {
-		res, sub := g.drawer(s.Resource), g.drawer(s.Subject)
+		res, sub := g.drawers(s)
 		wk.calls = append(wk.calls, func(ctx context.Context) error {
 			return wk.check(ctx, s, res.id(), sub.id())
 		})

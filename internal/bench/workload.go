@@ -10,6 +10,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -58,6 +59,9 @@ type DatasetSpec struct {
 type Generator struct {
 	Spec  dist.Spec
 	Reuse float64
+	// Scale sizes a generator without n at Scale times Users (0: Users itself), for
+	// id spaces that grow with the data set, as deepgroups' documents (2.5 per user).
+	Scale float64
 	// sized is false when n was not given and comes from Users.
 	sized bool
 }
@@ -147,6 +151,9 @@ func (w *Workload) SetUsers(n int) error {
 	for name, g := range w.Generators {
 		if !g.sized {
 			g.Spec.N = n
+			if g.Scale > 0 && n > 0 {
+				g.Spec.N = max(1, int(math.Round(g.Scale*float64(n))))
+			}
 		}
 		if err := g.Spec.Validate(); err != nil {
 			if !g.sized && n <= 0 {
@@ -170,7 +177,7 @@ func (w *Workload) parseDataset(top *object) error {
 	}
 	w.Dataset = &DatasetSpec{Name: o.str("name", ""), Seed: uint64(o.integer("seed", 1))}
 	if w.Dataset.Name == "" {
-		return errAt(n, "dataset needs a name (social or permify)")
+		return errAt(n, "dataset needs a name (social, permify or deepgroups)")
 	}
 	return o.err
 }
@@ -185,16 +192,19 @@ func (w *Workload) parseGenerators(top *object) error {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		name, body := n.Content[i].Value, n.Content[i+1]
-		o, err := newObject(body, fmt.Sprintf("generator %q", name), "dist", "n", "s", "alpha", "factor", "seed", "reuse")
+		o, err := newObject(body, fmt.Sprintf("generator %q", name), "dist", "n", "s", "alpha", "factor", "seed", "reuse", "scale")
 		if err != nil {
 			return err
 		}
 		g := Generator{Spec: dist.Spec{
 			Kind: o.str("dist", dist.Uniform), N: o.integer("n", 0), S: o.float("s", 0),
 			Alpha: o.float("alpha", 0), Factor: o.float("factor", 0), Seed: uint64(o.integer("seed", 1)),
-		}, Reuse: o.float("reuse", 0), sized: o.has("n")}
+		}, Reuse: o.float("reuse", 0), Scale: o.float("scale", 0), sized: o.has("n")}
 		if o.err != nil {
 			return o.err
+		}
+		if o.has("scale") && (g.sized || !(g.Scale > 0)) {
+			return errAt(o.at("scale"), "generator %q: scale must be > 0 and sizes a generator without n, got %g", name, g.Scale)
 		}
 		probe := g.Spec
 		probe.N = max(probe.N, 1)

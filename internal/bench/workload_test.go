@@ -185,3 +185,55 @@ func FuzzParseWorkload(f *testing.F) {
 		}
 	})
 }
+
+func TestGeneratorScale(t *testing.T) {
+	src := strings.Replace(okWorkload, "u: {dist: zipf}", "u: {dist: zipf, scale: 2.5}", 1)
+	w, err := ParseWorkload([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := w.Generators["u"].Spec.N; n != 250 {
+		t.Errorf("scale 2.5 of 100 users sized the generator at %d, want 250", n)
+	}
+	if err := w.SetUsers(10); err != nil || w.Generators["u"].Spec.N != 25 {
+		t.Errorf("after SetUsers(10): n %d, err %v; want 25", w.Generators["u"].Spec.N, err)
+	}
+	for _, bad := range []string{"c: {dist: uniform, n: 50, scale: 2}", "c: {dist: uniform, scale: 0}"} {
+		src := strings.Replace(okWorkload, "c: {dist: uniform, n: 50}", bad, 1)
+		if _, err := ParseWorkload([]byte(src)); err == nil || !strings.Contains(err.Error(), `generator "c": scale must be > 0`) {
+			t.Errorf("%s: got %v, want an error naming the scale", bad, err)
+		}
+	}
+}
+
+// TestPairedDraws holds that a step's subject repeats its resource's draw when both
+// name one generator, and draws its own otherwise.
+func TestPairedDraws(t *testing.T) {
+	src := strings.Replace(okWorkload, "subject: user:u{u}", "subject: user:u{c}", 1)
+	w, err := ParseWorkload([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk := newGRPCWorker(newPlan(w), nil, 1, 0)
+	res, sub := wk.drawers(w.Steps[0])
+	for range 100 {
+		if r, s := res.id(), sub.id(); strings.TrimPrefix(r, "c") != strings.TrimPrefix(s, "u") {
+			t.Fatalf("resource %s drawn with subject %s, want the same number", r, s)
+		}
+	}
+	w, err = ParseWorkload([]byte(okWorkload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk = newGRPCWorker(newPlan(w), nil, 1, 0)
+	res, sub = wk.drawers(w.Steps[0])
+	same := 0
+	for range 100 {
+		if r, s := res.id(), sub.id(); strings.TrimPrefix(r, "c") == strings.TrimPrefix(s, "u") {
+			same++
+		}
+	}
+	if same > 20 {
+		t.Errorf("%d of 100 draws from two generators gave one number: they are not independent", same)
+	}
+}

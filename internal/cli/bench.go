@@ -57,7 +57,10 @@ type BenchGenConfig struct {
 	Client  ClientConfig
 	Dataset string
 	Users   int
-	Seed    uint64
+	// Groups, Folders and Documents size the deepgroups data set; 0 takes them in its
+	// reference proportions to Users.
+	Groups, Folders, Documents int
+	Seed                       uint64
 	// Output is a file for the relationships, one per line; "" sends them to the server.
 	Output string
 	Load   bench.LoadOptions
@@ -71,6 +74,12 @@ func (c BenchGenConfig) Validate() error {
 	if c.Users <= 0 {
 		return fmt.Errorf("--users must be > 0, got %d", c.Users)
 	}
+	if c.Groups < 0 || c.Folders < 0 || c.Documents < 0 {
+		return fmt.Errorf("--groups, --folders and --documents must be >= 0, got %d, %d and %d", c.Groups, c.Folders, c.Documents)
+	}
+	if c.Dataset != "deepgroups" && c.Groups+c.Folders+c.Documents > 0 {
+		return fmt.Errorf("--groups, --folders and --documents size the deepgroups data set, not %s", c.Dataset)
+	}
 	if !slices.Contains([]string{bench.LoadAuto, bench.LoadBulk, bench.LoadWrite}, c.Load.Method) {
 		return fmt.Errorf("--method %q: want auto, bulk or write", c.Load.Method)
 	}
@@ -82,7 +91,7 @@ func newBenchGenCommand(env Env) *cobra.Command {
 	cfg := BenchGenConfig{Load: bench.LoadOptions{Method: bench.LoadAuto}}
 	cmd := &cobra.Command{
 		Use:   "gen DATASET",
-		Short: "Generate a reference data set (social, permify) into a server or a file",
+		Short: "Generate a reference data set (social, permify, deepgroups) into a server or a file",
 		Long: `Generate a reference data set, deterministically for a seed and streamed (memory does
 not grow with the data set), and write its schema and relationships into a server, by
 ImportBulkRelationships when the server serves it and WriteRelationships batches of
@@ -92,10 +101,19 @@ TOUCH otherwise, or with -o into a file of one relationship per line.
            follows, content and interactions), a few users with very many followers,
            about 1% of follows are blocks, 25% of content public; about 15 relationships
            per user
-  permify  Permify's load-test data set, through the SpiceDB API`,
+  permify  Permify's load-test data set, through the SpiceDB API
+  deepgroups
+           an organisation of nested groups: a DAG 12 levels deep with Pareto-sized
+           groups, users mostly in the deepest, folders in trees, documents shared
+           with high-level groups (default 100,000 groups, 200,000 users, 50,000
+           folders, 500,000 documents: about 2.06M relationships; --groups, --folders
+           and --documents override the sizes --users implies)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Dataset = args[0]
+			if cfg.Dataset == "deepgroups" && !cmd.Flags().Changed("users") {
+				cfg.Users = 200_000
+			}
 			if cfg.Output == "" {
 				var err error
 				if cfg.Client, err = flags.resolve(cmd, env); err != nil {
@@ -111,7 +129,10 @@ TOUCH otherwise, or with -o into a file of one relationship per line.
 	addClientFlags(cmd, &flags)
 	benchEndpointUsage(cmd)
 	fs := cmd.Flags()
-	fs.IntVar(&cfg.Users, "users", 100_000, "users in the data set (social: about 15 relationships each)")
+	fs.IntVar(&cfg.Users, "users", 100_000, "users in the data set (social: about 15 relationships each; deepgroups: default 200,000)")
+	fs.IntVar(&cfg.Groups, "groups", 0, "deepgroups: groups (default: users/2)")
+	fs.IntVar(&cfg.Folders, "folders", 0, "deepgroups: folders (default: users/4)")
+	fs.IntVar(&cfg.Documents, "documents", 0, "deepgroups: documents (default: users*5/2)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed: the same seed gives the same data")
 	fs.StringVarP(&cfg.Output, "output", "o", "", "write relationships to this file (one per line) instead of a server")
 	fs.StringVar(&cfg.Load.Method, "method", bench.LoadAuto, "how to load a server: auto, bulk (ImportBulkRelationships) or write (WriteRelationships)")
@@ -123,6 +144,9 @@ func benchGen(ctx context.Context, cfg BenchGenConfig, env Env) error {
 	ds, err := dataset.ByName(cfg.Dataset, cfg.Users, cfg.Seed)
 	if err != nil {
 		return err
+	}
+	if dg, ok := ds.(dataset.DeepGroups); ok {
+		ds = dg.Resized(cfg.Groups, cfg.Folders, cfg.Documents)
 	}
 	cfg.Load.Progress = env.Err
 	if cfg.Output != "" {

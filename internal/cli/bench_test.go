@@ -291,3 +291,77 @@ func TestBenchOverSeveralEndpoints(t *testing.T) {
 		t.Errorf("the report does not say %q", want)
 	}
 }
+
+// TestBenchRunDeepGroupsWorkload runs the reference deep-groups workload, with its
+// phases shortened, against an in-process latch loaded with a small deepgroups data set:
+// every request, lookups and moves included, must succeed.
+func TestBenchRunDeepGroupsWorkload(t *testing.T) {
+	src, err := os.ReadFile("../../workloads/deepgroups.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, ok := strings.Cut(string(src), "\nphases:")
+	if !ok {
+		t.Fatal("workloads/deepgroups.yaml has no phases: section")
+	}
+	// Two in flight: never more than the server admits at once of either class, so no
+	// request can be shed however slowly a loaded machine answers.
+	short := head + `
+phases:
+  - {name: warm-up, warmup: true, duration: 300ms, closed: {in_flight: 2}}
+  - {name: closed, duration: 2s, closed: {in_flight: 2}}
+`
+	dir := t.TempDir()
+	wl, jsonPath := filepath.Join(dir, "deep.yaml"), filepath.Join(dir, "deep.json")
+	if err := os.WriteFile(wl, []byte(short), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := latch(t, "bench", "run", wl, "--in-process", "--users", "2000", "-o", jsonPath)
+	if r.code != 0 {
+		t.Fatalf("bench run exited %d:\n%s", r.code, r.err)
+	}
+	res, err := bench.ReadResult(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Phases) != 1 {
+		t.Fatalf("%d measured phases, want 1", len(res.Phases))
+	}
+	for _, s := range res.Phases[0].Steps {
+		if len(s.Errors) > 0 {
+			t.Errorf("step %s: errors %v", s.Name, s.Errors)
+		}
+	}
+	// Which steps come up in 2 s is chance (the writes are 1% of the mix); that some
+	// requests were answered is not.
+	if res.Phases[0].Total.Count == 0 {
+		t.Errorf("no request was answered: %+v", res.Phases[0].Steps)
+	}
+}
+
+func TestBenchGenDeepGroupsSizes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "deep.txt")
+	r := latch(t, "bench", "gen", "deepgroups", "--users", "300", "--groups", "200", "--folders", "40", "--documents", "500", "-o", path)
+	if r.code != 0 {
+		t.Fatalf("bench gen deepgroups: %s", r.err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for l := range strings.Lines(strings.TrimSpace(string(b))) {
+		x, err := rel.Parse(strings.TrimSpace(l))
+		if err != nil {
+			t.Fatalf("line %q does not parse: %v", l, err)
+		}
+		counts[x.Resource.Type+"#"+x.Relation]++
+	}
+	if counts["document#parent"] != 500 || counts["folder#parent"] >= 40 || counts["group#member"] < 300 {
+		t.Errorf("counts %v: want 500 documents, under 40 folder parents, 300 users and 199 groups in groups", counts)
+	}
+	if r := latch(t, "bench", "gen", "social", "--users", "300", "--groups", "20", "-o", path); r.code != 1 || !strings.Contains(r.err, "deepgroups data set, not social") {
+		t.Errorf("--groups with social: exit %d, stderr %q", r.code, r.err)
+	}
+}

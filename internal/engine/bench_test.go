@@ -71,15 +71,20 @@ type bulkLoader interface {
 
 // bulkLoadSocial loads the social data set into st.
 func bulkLoadSocial(st bulkLoader) (socialFixture, error) {
+	return bulkLoadDataset(st, dataset.Social{Users: *socialUsers, Seed: 1})
+}
+
+// bulkLoadDataset loads ds into st.
+func bulkLoadDataset(st bulkLoader, ds dataset.Dataset) (socialFixture, error) {
 	ctx := context.Background()
 	var f socialFixture
 	var err error
-	if f.s, err = schema.Compile(dataset.SocialSchema); err != nil {
+	if f.s, err = schema.Compile(ds.Schema()); err != nil {
 		return f, err
 	}
 	rev, err := st.BulkLoad(ctx, func(yield func(rel.Relationship, error) bool) {
 		errStopped := errors.New("stopped")
-		err := dataset.Social{Users: *socialUsers, Seed: 1}.Generate(func(r rel.Relationship) error {
+		err := ds.Generate(func(r rel.Relationship) error {
 			f.rels++
 			if !yield(r, nil) {
 				return errStopped

@@ -66,7 +66,7 @@ type Dataset interface {
 }
 
 // Names lists the data sets ByName knows.
-var Names = []string{"social", "permify"}
+var Names = []string{"social", "permify", "deepgroups"}
 
 // ByName returns the data set called name with the given size and seed.
 func ByName(name string, users int, seed uint64) (Dataset, error) {
@@ -78,6 +78,8 @@ func ByName(name string, users int, seed uint64) (Dataset, error) {
 		return Social{Users: users, Seed: seed}, nil
 	case "permify":
 		return Permify{Users: users}, nil
+	case "deepgroups":
+		return DeepGroupsFor(users, seed), nil
 	}
-	return nil, fmt.Errorf("unknown data set %q (want social or permify)", name)
+	return nil, fmt.Errorf("unknown data set %q (want social, permify or deepgroups)", name)
 }

@@ -133,15 +133,9 @@ func mix64(a, b uint64) uint64 {
 }
 
 func (k fwdKey) hash() uint64 {
-	return mix64(uint64(k.resType)<<32|uint64(k.resID), uint64(k.relation))
+	return mix64(mix64(uint64(k.resType)<<32|uint64(k.resID), uint64(k.relation)<<32|uint64(k.subjType)), uint64(k.subjRel))
 }
 
 func (k revKey) hash() uint64 {
 	return mix64(uint64(k.subjType)<<32|uint64(k.subjID), uint64(k.resType)<<32|uint64(k.relation))
-}
-
-// fwdLen is the length of k's forward chain; 0 when it has none.
-func (s *Store) fwdLen(k fwdKey) uint32 {
-	c, _ := s.fwd.get(&s.recs, k)
-	return c.n
 }

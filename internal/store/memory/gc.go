@@ -148,7 +148,7 @@ func (s *Store) unlinkLocked(victims []uint32) {
 		c := s.relink(old.head, func(i uint32) uint32 { return s.recs.at(i).fwdNext }, func(i, to uint32) { s.recs.at(i).fwdNext = to })
 		if c.n == 0 {
 			s.fwd.del(&s.recs, k)
-			if t := s.types[k.resType]; t != nil && !s.hasOtherChainLocked(t, k.resType, k.resID, k.relation) {
+			if t := s.types[k.resType]; t != nil && !s.hasOtherChainLocked(t, k) {
 				t.ids.remove(s.in, k.resID)
 			}
 		} else {
@@ -216,6 +216,7 @@ func (s *Store) freeLocked(victims []uint32) {
 		k := s.recs.exactKey(r)
 		if t := s.types[k.resType]; t != nil {
 			t.rels = dropCount(t.rels, k.relation)
+			t.kinds = dropKind(t.kinds, k)
 		}
 		if t := s.types[k.subjType]; t != nil {
 			t.srels = dropCount(t.srels, k.subjRel)

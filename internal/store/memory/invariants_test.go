@@ -165,6 +165,7 @@ func (s *Store) checkFwdLocked(seen map[uint32]int) error {
 func (s *Store) checkCatalogueLocked() error {
 	rels := map[[2]sym]uint32{}
 	srels := map[[2]sym]uint32{}
+	kinds := map[[4]sym]uint32{}
 	ids := map[sym]map[sym]bool{}
 	for idx := 1; idx < s.recs.len(); idx++ {
 		r := s.recs.at(uint32(idx))
@@ -174,6 +175,7 @@ func (s *Store) checkCatalogueLocked() error {
 		k := s.recs.exactKey(r)
 		rels[[2]sym{k.resType, k.relation}]++
 		srels[[2]sym{k.subjType, k.subjRel}]++
+		kinds[[4]sym{k.resType, k.relation, k.subjType, k.subjRel}]++
 		if ids[k.resType] == nil {
 			ids[k.resType] = map[sym]bool{}
 		}
@@ -188,6 +190,12 @@ func (s *Store) checkCatalogueLocked() error {
 		}
 		if err := s.checkCounts(typ, info.srels, srels); err != nil {
 			return err
+		}
+		for _, c := range info.kinds {
+			if k := [4]sym{typ, c.relation, c.subjType, c.subjRel}; kinds[k] != c.n {
+				return fmt.Errorf("type %q relation %q subject kind %q#%q counted %d, records have %d", s.in.str(typ),
+					s.in.str(c.relation), s.in.str(c.subjType), s.in.str(c.subjRel), c.n, kinds[k])
+			}
 		}
 		var list []string
 		for _, ch := range info.ids.chunks {
@@ -206,7 +214,8 @@ func (s *Store) checkCatalogueLocked() error {
 		}
 	}
 	if len(rels) != countEntries(s.types, func(t *typeInfo) int { return len(t.rels) }) ||
-		len(srels) != countEntries(s.types, func(t *typeInfo) int { return len(t.srels) }) {
+		len(srels) != countEntries(s.types, func(t *typeInfo) int { return len(t.srels) }) ||
+		len(kinds) != countEntries(s.types, func(t *typeInfo) int { return len(t.kinds) }) {
 		return fmt.Errorf("catalogue misses relations the records use")
 	}
 	return nil

@@ -66,7 +66,7 @@ func (q *query) handOverLocked(idxs []uint32, out *[]rel.Relationship, want int)
 }
 
 // next returns the next group to visit.
-func (p *groupPlan) next(q *query) (fwdKey, bool) {
+func (p *groupPlan) next(q *query) (groupKey, bool) {
 	for p.ti < len(q.types) {
 		t := q.types[p.ti]
 		ok := true
@@ -83,9 +83,9 @@ func (p *groupPlan) next(q *query) (fwdKey, bool) {
 			continue
 		}
 		p.li++
-		return fwdKey{t, p.resource(q), p.rels[p.li-1]}, true
+		return groupKey{t, p.resource(q), p.rels[p.li-1]}, true
 	}
-	return fwdKey{}, false
+	return groupKey{}, false
 }
 
 func (p *groupPlan) enterType(q *query, t sym) bool {
@@ -153,7 +153,7 @@ func (p *groupPlan) resource(q *query) sym {
 
 // collectGroupLocked returns the group's matches in key order, in scratch's storage;
 // none when the group is before the cursor.
-func (q *query) collectGroupLocked(k fwdKey, scratch []uint32) []uint32 {
+func (q *query) collectGroupLocked(k groupKey, scratch []uint32) []uint32 {
 	s := q.s
 	if q.after != nil {
 		c := compareGroup(s.in, k, q.after)
@@ -167,30 +167,57 @@ func (q *query) collectGroupLocked(k fwdKey, scratch []uint32) []uint32 {
 	idxs := scratch[:0]
 	if q.exact && len(q.sidsByStr)*len(q.srels) == 1 {
 		// One key to look up costs no more than finding the group's chain.
-		idxs = q.exactGroupLocked(k, idxs)
-	} else if ch, ok := s.fwd.get(&s.recs, k); !ok {
+		return q.exactGroupLocked(k, idxs)
+	}
+	chains, n := q.chainsLocked(k)
+	if n == 0 {
 		return idxs
-	} else if q.exact && len(q.sidsByStr)*len(q.srels) < int(ch.n) {
-		idxs = q.exactGroupLocked(k, idxs)
-	} else {
+	}
+	if q.exact && len(q.sidsByStr)*len(q.srels) < n {
+		return q.exactGroupLocked(k, idxs)
+	}
+	for _, ch := range chains {
 		for idx := ch.head; idx != 0; idx = s.recs.at(idx).fwdNext {
+			q.visited++
 			if q.matchLocked(idx, false) {
 				idxs = append(idxs, idx)
 			}
 		}
-		if len(idxs) > 1 {
-			slices.SortFunc(idxs, s.compareSubjects)
-		}
+	}
+	if len(idxs) > 1 {
+		slices.SortFunc(idxs, s.compareSubjects)
 	}
 	return idxs
 }
 
+// chainsLocked returns the forward chains of group k whose subject kind the filter
+// selects, in q's storage, and the records they hold.
+func (q *query) chainsLocked(k groupKey) ([]chain, int) {
+	t := q.s.types[k.resType]
+	if t == nil {
+		return nil, 0
+	}
+	chains, n := q.chainBuf[:0], 0
+	for _, c := range t.kinds {
+		if c.relation != k.relation || !q.anySt && c.subjType != q.st || !q.anySrel && c.subjRel != q.srel {
+			continue
+		}
+		if ch, ok := q.s.fwd.get(&q.s.recs, fwdKey{k.resType, k.resID, c.relation, c.subjType, c.subjRel}); ok {
+			chains = append(chains, ch)
+			n += int(ch.n)
+		}
+	}
+	q.chainBuf = chains[:0]
+	return chains, n
+}
+
 // exactGroupLocked looks up every key the group could hold for the filter's subjects,
 // in key order.
-func (q *query) exactGroupLocked(k fwdKey, idxs []uint32) []uint32 {
+func (q *query) exactGroupLocked(k groupKey, idxs []uint32) []uint32 {
 	for _, sid := range q.sidsByStr {
 		for _, srel := range q.srels {
 			e := exactKey{k.resType, k.resID, k.relation, q.st, sid, srel}
+			q.visited++
 			if idx := q.s.versionAtLocked(e, q.rev); idx != 0 && q.matchLocked(idx, false) {
 				idxs = append(idxs, idx)
 			}
@@ -220,7 +247,7 @@ func (s *Store) compareSyms(a, b sym) int {
 }
 
 // compareGroup compares a group with the resource part of a cursor key.
-func compareGroup(in *interner, k fwdKey, after *rel.Key) int {
+func compareGroup(in *interner, k groupKey, after *rel.Key) int {
 	if c := strings.Compare(in.str(k.resType), after.ResourceType); c != 0 {
 		return c
 	}
@@ -248,6 +275,7 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 		c, _ := s.rev.get(&s.recs, p.keys[p.ki])
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
 			visited++
+			q.visited++
 			if !q.matchLocked(idx, true) {
 				continue
 			}

@@ -84,6 +84,9 @@ type query struct {
 	batch    []rel.Relationship // the batch being yielded
 	batchBuf [4]rel.Relationship
 	idBufs   [2][]sym // resolveIDs' storage (resource, subject ids), kept while small
+	chainBuf []chain  // chainsLocked's storage, kept
+
+	visited int64 // records read, matching or not: added to the store's count at the end
 }
 
 // start decodes the cursor and readies q for its first batch, which resolves the
@@ -104,10 +107,14 @@ func (q *query) start(ctx context.Context, s *Store, rev uint64, f store.Filter,
 	return nil
 }
 
-// free returns q to the pool, keeping only its small buffers.
+// free adds q's reads to its store's count and returns q to the pool, keeping only its
+// small buffers.
 func (q *query) free() {
-	bufs := q.idBufs
-	*q = query{}
+	if q.s != nil && q.visited > 0 {
+		q.s.visited.Add(q.visited)
+	}
+	bufs, chains := q.idBufs, q.chainBuf
+	*q = query{chainBuf: chains[:0]}
 	for i, b := range bufs {
 		if cap(b) <= 64 {
 			q.idBufs[i] = b[:0]
@@ -348,8 +355,8 @@ func (q *query) forwardCostLocked(limit int) int {
 	if q.ridsByStr == nil {
 		cost := 0
 		for _, t := range q.types {
-			for _, c := range q.s.types[t].rels {
-				if q.anyRel || c.s == q.relation {
+			for _, c := range q.s.types[t].kinds {
+				if (q.anyRel || c.relation == q.relation) && (q.anySt || c.subjType == q.st) && (q.anySrel || c.subjRel == q.srel) {
 					cost += int(c.n)
 				}
 			}
@@ -361,7 +368,8 @@ func (q *query) forwardCostLocked(limit int) int {
 	for _, t := range q.types {
 		for _, r := range q.relationsLocked(t) {
 			for _, id := range q.ridsByStr {
-				cost += 1 + min(exactCost, int(q.s.fwdLen(fwdKey{t, id, r})))
+				_, n := q.chainsLocked(groupKey{t, id, r})
+				cost += 1 + min(exactCost, n)
 				if cost > limit {
 					return cost
 				}

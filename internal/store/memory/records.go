@@ -187,8 +187,15 @@ func (rp *recordPages) grow() uint32 {
 }
 
 // fwdKey selects a forward chain: every version of the relationships of one resource
-// through one relation. Checks read these, many resource ids at a time.
-type fwdKey struct{ resType, resID, relation sym }
+// through one relation to subjects of one type and subject relation (one subject
+// kind). Checks read these, many resource ids at a time. Split by subject kind, a read
+// of a group's nested groups (its group#member sets) passes its users by, where one
+// chain per relation made it read every member.
+type fwdKey struct{ resType, resID, relation, subjType, subjRel sym }
+
+// groupKey selects the relationships of one resource through one relation: the
+// forward chains of every subject kind the relation has.
+type groupKey struct{ resType, resID, relation sym }
 
 // revKey selects a reverse chain: every version of the relationships from one subject
 // object to resources of one type through one relation, whatever the subject relation.
@@ -206,7 +213,7 @@ type exactKey struct {
 type chain struct{ head, n uint32 }
 
 func (rp *recordPages) fwdKey(r *record) fwdKey {
-	return fwdKey{rp.name(r.resType), r.resID, rp.name(r.relation)}
+	return fwdKey{rp.name(r.resType), r.resID, rp.name(r.relation), rp.name(r.subjType), rp.name(r.subjRel)}
 }
 
 func (rp *recordPages) revKey(r *record) revKey {
@@ -228,7 +235,40 @@ type symCount struct {
 type typeInfo struct {
 	rels  []symCount // relations of records whose resource has this type
 	srels []symCount // subject relations of records whose subject has this type
-	ids   idList     // ids of resources of this type that have records
+	// kinds are the subject kinds of each relation of records whose resource has this
+	// type, in no order: a group's forward chains are one per kind.
+	kinds []kindCount
+	ids   idList // ids of resources of this type that have records
+}
+
+// kindCount is the number of records of one relation with one subject kind.
+type kindCount struct {
+	relation, subjType, subjRel sym
+	n                           uint32
+}
+
+// addKind counts one more record of k's relation and subject kind in list.
+func addKind(list []kindCount, k fwdKey) []kindCount {
+	for i := range list {
+		if c := &list[i]; c.relation == k.relation && c.subjType == k.subjType && c.subjRel == k.subjRel {
+			c.n++
+			return list
+		}
+	}
+	return append(list, kindCount{k.relation, k.subjType, k.subjRel, 1})
+}
+
+// dropKind counts one less record of k's relation and subject kind, removing it at zero.
+func dropKind(list []kindCount, k exactKey) []kindCount {
+	for i := range list {
+		if c := &list[i]; c.relation == k.relation && c.subjType == k.subjType && c.subjRel == k.subjRel {
+			if c.n--; c.n == 0 {
+				return slices.Delete(list, i, i+1)
+			}
+			return list
+		}
+	}
+	return list
 }
 
 func (t *typeInfo) empty() bool { return len(t.rels) == 0 && len(t.srels) == 0 && t.ids.len() == 0 }
@@ -411,22 +451,25 @@ func (s *Store) insertLocked(x rel.Relationship, rev uint64) uint32 {
 func (s *Store) countLocked(r *record, newChain bool) {
 	rp := &s.recs
 	rt := s.typeLocked(rp.name(r.resType))
-	if newChain && !s.hasOtherChainLocked(rt, rp.name(r.resType), r.resID, rp.name(r.relation)) {
+	fk := rp.fwdKey(r)
+	if newChain && !s.hasOtherChainLocked(rt, fk) {
 		rt.ids.insert(s.in, r.resID)
 	}
 	rt.rels = addCount(s.in, rt.rels, rp.name(r.relation))
+	rt.kinds = addKind(rt.kinds, fk)
 	st := s.typeLocked(rp.name(r.subjType))
 	st.srels = addCount(s.in, st.srels, rp.name(r.subjRel))
 }
 
-// hasOtherChainLocked reports whether resource (typ, id) has records through some
-// relation other than except.
-func (s *Store) hasOtherChainLocked(t *typeInfo, typ, id, except sym) bool {
-	for _, c := range t.rels {
-		if c.s != except {
-			if _, ok := s.fwd.get(&s.recs, fwdKey{typ, id, c.s}); ok {
-				return true
-			}
+// hasOtherChainLocked reports whether the resource of chain k (whose type is t) has
+// records in a forward chain other than k's.
+func (s *Store) hasOtherChainLocked(t *typeInfo, k fwdKey) bool {
+	for _, c := range t.kinds {
+		if c.relation == k.relation && c.subjType == k.subjType && c.subjRel == k.subjRel {
+			continue
+		}
+		if _, ok := s.fwd.get(&s.recs, fwdKey{k.resType, k.resID, c.relation, c.subjType, c.subjRel}); ok {
+			return true
 		}
 	}
 	return false

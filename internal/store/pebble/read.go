@@ -273,6 +273,12 @@ func (q *query) scanIDsOfType(t []byte) {
 		lo := append(append(append(append(append(q.keyBuf[:0], tagForward), t...), 0), id...), 0)
 		if q.f.Relation != "" {
 			lo = append(append(lo, q.f.Relation...), 0)
+			// The subject type follows the relation in the key: a read of one type's
+			// subjects (a group's nested group#member sets) seeks to their run and never
+			// reads the other types' (the group's users).
+			if sf != nil && sf.Type != "" && !exact {
+				lo = append(append(lo, sf.Type...), 0)
+			}
 		}
 		if exact {
 			lo = q.seekKeys(lo)

@@ -354,3 +354,29 @@ func TestCheckOfAbsentKeyReadsNoBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsTouchOnlyTheSubjectType holds that a read of a group's subjects of one type
+// seeks to them and reads nothing else: a check's read of a group's nested groups must
+// not walk its users, in whatever order the types sort.
+func TestReadsTouchOnlyTheSubjectType(t *testing.T) {
+	s := openTest(t, Options{})
+	var rs []rel.Relationship
+	for i := range 300 {
+		id := fmt.Sprintf("u%04d", i)
+		rs = append(rs, relationship("group", "top", "member", "account", id, ""), relationship("group", "top", "member", "user", id, ""))
+	}
+	for i := range 10 {
+		rs = append(rs, relationship("group", "top", "member", "group", fmt.Sprintf("g%02d", i), "member"))
+	}
+	rev := mustWrite(t, s, store.Create, rs...)
+	var stats pebble.IteratorStats
+	setVar(t, &iterStatsHook, func(st pebble.IteratorStats) { stats = st })
+	got := readAll(t, s, rev, store.Filter{
+		ResourceType: "group", ResourceIDs: []string{"top"}, Relation: "member",
+		Subject: &store.SubjectFilter{Type: "group", Relation: "member", RelationSet: true},
+	})
+	steps := stats.ForwardStepCount[pebble.InterfaceCall] + stats.ForwardSeekCount[pebble.InterfaceCall]
+	if len(got) != 10 || steps > len(got)+2 {
+		t.Fatalf("read %d subject sets of 610 members in %d iterator calls, want 10 in at most 12", len(got), steps)
+	}
+}

@@ -1,0 +1,144 @@
+//go:build unix
+
+package engine_test
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/latch-authz/latch/internal/bench/dataset"
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store/memory"
+	"github.com/latch-authz/latch/internal/store/pebble"
+)
+
+var deepUsers = flag.Int("deep-users", 20_000, "users in the deepgroups data set for benchmarks (20,000 ≈ 206k relationships; 200,000 is the reference size)")
+
+var (
+	deepOnce sync.Once
+	deep     socialFixture
+	deepErr  error
+)
+
+// loadDeepGroups builds the deepgroups data set in a memory store once per test binary.
+func loadDeepGroups(b *testing.B) socialFixture {
+	b.Helper()
+	deepOnce.Do(func() {
+		deep, deepErr = bulkLoadDataset(memory.New(memory.Options{}), dataset.DeepGroupsFor(*deepUsers, 1))
+	})
+	if deepErr != nil {
+		b.Fatal(deepErr)
+	}
+	return deep
+}
+
+// BenchmarkCheckDeepGroups measures one in-process check of the deepgroups data set,
+// uncached, the case a walking evaluator pays most for:
+// go test ./internal/engine -run '^$' -bench CheckDeepGroups -benchmem -count 6 | benchstat
+//
+// negative draws document checks of random users (nearly all negative: the evaluator
+// walks every group tree under the groups a document reaches); positive checks
+// document d<i> for user u<i>, which the data set links through a chain of groups;
+// top-group checks the access of a top-level group (g0..g9), most of the organisation
+// below it. 1,024 checks are drawn from a fixed seed, the same in every run, and
+// repeated; -benchtime Nx with N below that asks the first N.
+func BenchmarkCheckDeepGroups(b *testing.B) {
+	ds := dataset.DeepGroupsFor(*deepUsers, 1)
+	var rnd *rand.Rand
+	user := func(i int) rel.SubjectRef {
+		return rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: dataset.User(i)}}
+	}
+	draws := map[string]func() engine.CheckRequest{
+		"negative": func() engine.CheckRequest {
+			return engine.CheckRequest{
+				Resource:   rel.ObjectRef{Type: "document", ID: dataset.Document(rnd.IntN(ds.Documents))},
+				Permission: "view", Subject: user(rnd.IntN(ds.Users)),
+			}
+		},
+		"positive": func() engine.CheckRequest {
+			i := rnd.IntN(min(ds.Users, ds.Documents))
+			return engine.CheckRequest{Resource: rel.ObjectRef{Type: "document", ID: dataset.Document(i)}, Permission: "view", Subject: user(i)}
+		},
+		"top-group": func() engine.CheckRequest {
+			return engine.CheckRequest{
+				Resource:   rel.ObjectRef{Type: "group", ID: dataset.Group(rnd.IntN(dataset.DeepTopGroups))},
+				Permission: "access", Subject: user(rnd.IntN(ds.Users)),
+			}
+		},
+	}
+	var onPebble *socialFixture
+	parent := b
+	for _, store := range []string{"memory", "pebble"} {
+		for _, kind := range []string{"negative", "positive", "top-group"} {
+			b.Run(kind+"-"+store, func(b *testing.B) {
+				f := loadDeepGroups(b)
+				if store == "pebble" {
+					if onPebble == nil {
+						onPebble = loadDeepPebble(parent, ds)
+					}
+					f = *onPebble
+				}
+				rnd = rand.New(rand.NewPCG(7, 7)) // the same checks in every run, for benchstat
+				items := make([]engine.CheckRequest, 1024)
+				for i := range items {
+					items[i] = draws[kind]()
+				}
+				benchmarkChecks(b, f, items)
+			})
+		}
+	}
+}
+
+// loadDeepPebble builds ds in a pebble store in a directory of b's, closed when b ends.
+func loadDeepPebble(b *testing.B, ds dataset.Dataset) *socialFixture {
+	b.Helper()
+	st, err := pebble.Open(b.TempDir(), pebble.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	f, err := bulkLoadDataset(st, ds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &f
+}
+
+// benchmarkChecks asks items in turn of an engine without a cache. Besides the time it
+// reports the process's CPU time per check (cpu-ns/op), which a machine loaded by other
+// work disturbs far less than the time.
+func benchmarkChecks(b *testing.B, f socialFixture, items []engine.CheckRequest) {
+	eng := engine.New(engine.Config{})
+	ctx := context.Background()
+	allowed := 0
+	b.ReportAllocs()
+	cpuBefore := processCPU()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		res, err := eng.Check(ctx, f.s, f.reader, items[i%len(items)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Membership == engine.HasPermission {
+			allowed++
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpuBefore)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
+	b.ReportMetric(float64(f.rels), "rels")
+}
+
+// processCPU is the user and system CPU time the process has used, in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
