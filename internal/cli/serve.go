@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latch-authz/latch/internal/buildinfo"
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/runtime/gcpace"
@@ -154,6 +155,7 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		return err
 	}
 	grpcAddr, httpAddr := srv.Addrs()
+	fmt.Fprintf(env.Out, "latch %s\n", buildinfo.Read().Short())
 	tlsNote := ""
 	if cfg.GRPCTLSCertPath != "" {
 		tlsNote = " (TLS)"
@@ -180,7 +182,11 @@ func serve(ctx context.Context, cfg server.Config, env Env) error {
 		fmt.Fprintln(env.Out, "latch: serving WITHOUT authentication (--insecure-no-auth), on loopback only")
 	}
 	if key := srv.GeneratedKey(); key != "" {
-		fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
+		if path := srv.GeneratedKeyPath(); path != "" {
+			fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; using the generated key kept in %s (the same after a restart over this data):\n\n", path)
+		} else {
+			fmt.Fprintf(env.Out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
+		}
 		fmt.Fprintf(env.Out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, grpcAddr)
 	}
 	go gcpace.Run(ctx, srv.FixedHeapBytes)
