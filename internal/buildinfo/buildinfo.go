@@ -8,10 +8,6 @@ import (
 	"strings"
 )
 
-// Date is the build date, when the build sets it:
-// go build -ldflags "-X github.com/latch-authz/latch/internal/buildinfo.Date=2026-11-27T00:00:00Z".
-var Date string
-
 // Info describes the running binary.
 type Info struct {
 	// Version is the module version ("v1.2.3"), or "(devel)" for a build from a source tree.
@@ -19,17 +15,16 @@ type Info struct {
 	// Commit is the VCS revision the binary was built from, with "-dirty" when the tree had
 	// uncommitted changes; "" when the build recorded none (go run, go test).
 	Commit string
-	// CommitTime is the commit's time (RFC 3339), "" when unknown.
+	// CommitTime is the commit's time (RFC 3339), "" when unknown: the date of what was
+	// built, which unlike a build date is the same in every reproducible build of it.
 	CommitTime string
 	// GoVersion is the toolchain that built the binary.
 	GoVersion string
-	// Date is the build date, "" unless the build set it.
-	Date string
 }
 
 // Read returns the running binary's build information.
 func Read() Info {
-	info := Info{Version: "(devel)", Date: Date}
+	info := Info{Version: "(devel)"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return info
@@ -75,7 +70,7 @@ func (i Info) Short() string {
 func (i Info) String() string {
 	s := fmt.Sprintf("version: %s\n", i.Version)
 	for _, f := range []struct{ name, v string }{
-		{"commit", i.Commit}, {"commit time", i.CommitTime}, {"build date", i.Date}, {"go", i.GoVersion},
+		{"commit", i.Commit}, {"commit time", i.CommitTime}, {"go", i.GoVersion},
 	} {
 		if f.v != "" {
 			s += fmt.Sprintf("%s: %s\n", f.name, f.v)

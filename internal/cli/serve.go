@@ -33,7 +33,8 @@ HTTP/JSON gateway on --http-addr, both on loopback by default.
 
 Clients authenticate with a bearer token that must be one of the --grpc-preshared-key
 values (or LATCH_GRPC_PRESHARED_KEY, comma-separated). Without a key the server generates
-one for this run, prints it, and refuses to listen on anything but loopback.
+one, prints it, and refuses to listen on anything but loopback; on the embedded store the
+key is kept in the data directory (generated-preshared-key) and used again on restart.
 
 The datastore is embedded and durable by default: relationships, schema and revisions
 live in the directory --data-dir (./latch-data), and a write is acknowledged only once it
@@ -69,6 +70,9 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 				cfg.Cluster.PresharedKey = v
 			}
 			if err := resolveDataDir(cmd, &cfg); err != nil {
+				return err
+			}
+			if err := applySpiceDBFlags(cmd, &cfg); err != nil {
 				return err
 			}
 			logger, err := newLogger(env.Err, logLevel, logFormat)
@@ -111,6 +115,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	cacheSize.text = fmt.Sprintf("%dMiB, %dMiB with the memory engine", server.DefaultDispatchCacheMaxBytes>>20, server.DefaultMemoryDispatchCacheMaxBytes>>20)
 	fs.Var(cacheSize, "dispatch-cache-max-bytes",
 		"memory of the cache of check and subproblem answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
+	fs.Var(cacheSize, "dispatch-cache-max-cost", "SpiceDB's name for --dispatch-cache-max-bytes")
 	fs.StringVar(&cfg.GRPCTLSCertPath, "grpc-tls-cert-path", "", "PEM certificate to serve the gRPC API over TLS with (reloaded when the file changes)")
 	fs.StringVar(&cfg.GRPCTLSKeyPath, "grpc-tls-key-path", "", "PEM private key of --grpc-tls-cert-path")
 	fs.StringVar(&cfg.HTTPTLSCertPath, "http-tls-cert-path", "", "PEM certificate to serve the HTTP gateway over TLS with (reloaded when the file changes)")
@@ -142,6 +147,11 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 		panic(err)
 	}
 	otel.register(fs)
+	addSpiceDBFlags(cmd, &cfg)
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		_, err := fmt.Fprint(c.OutOrStderr(), serveUsage(c))
+		return err
+	})
 	return cmd
 }
 

@@ -54,7 +54,7 @@ type Server struct {
 	generated string
 	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.
 	generatedPath string
-	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
+	auth          *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -106,12 +106,20 @@ func New(cfg Config) (*Server, error) {
 		ecfg.Dispatcher = s.cluster
 	}
 	s.engine = engine.New(ecfg)
+	if err := s.loadCertificates(); err != nil {
+		return nil, err
+	}
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	// The key is generated after the store opens: pebble's directory must exist first.
 	switch {
 	case cfg.NoAuth:
 		s.auth = openAuthenticator()
 	case len(cfg.PresharedKeys) == 0:
 		key, path, err := cfg.generatedKey()
 		if err != nil {
+			s.Close()
 			return nil, err
 		}
 		s.generated, s.generatedPath = key, path
@@ -120,10 +128,8 @@ func New(cfg Config) (*Server, error) {
 	default:
 		s.auth = newAuthenticator(cfg.PresharedKeys)
 	}
-	if err := s.loadCertificates(); err != nil {
-		return nil, err
-	}
-	if err := s.openStore(); err != nil {
+	if err := s.bootstrap(context.Background()); err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.metrics.registerReads(s.store)
