@@ -10,9 +10,9 @@ TOOL     := $(GO) tool -modfile=tools/go.mod
 
 all: build
 
-## build: compile the latch binary into bin/latch.
+## build: compile the latch binary into bin/latch (with its commit, for latch version, when built from a git checkout).
 build:
-	$(GO) build -o bin/latch ./cmd/latch
+	$(GO) build -buildvcs=auto -o bin/latch ./cmd/latch
 
 ## test: vet, then every test with the race detector (installs PostgreSQL and Chromium if missing).
 test: postgres chromium vet unit

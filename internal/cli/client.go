@@ -53,8 +53,10 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags) {
 	fs := cmd.PersistentFlags()
 	fs.StringVar(&f.endpoint, "endpoint", DefaultEndpoint, "server gRPC address (env LATCH_ENDPOINT)")
 	fs.StringVar(&f.token, "token", "", "bearer token: a preshared key of the server (env LATCH_TOKEN)")
-	fs.BoolVar(&f.insecure, "insecure", true, "connect without TLS (plaintext, for a server on loopback); --tls turns it off")
-	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server certificate")
+	fs.BoolVar(&f.tls, "tls", false, "connect with TLS, verifying the server certificate (default: plaintext, for a server on loopback)")
+	// zed's name: --insecure is plaintext, the default; --insecure=false is --tls.
+	fs.BoolVar(&f.insecure, "insecure", true, "")
+	_ = fs.MarkHidden("insecure")
 	fs.StringVar(&f.caCert, "ca-path", "", "PEM file of certificate authorities to trust with --tls (default: the system's)")
 	fs.StringVar(&f.caCert, "tls-ca-cert", "", "")
 	_ = fs.MarkDeprecated("tls-ca-cert", "use --ca-path")

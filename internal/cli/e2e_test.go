@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/latch-authz/latch/internal/server"
 	"github.com/latch-authz/latch/internal/tlsconfig/tlstest"
 )
@@ -36,6 +38,13 @@ func startServer(t *testing.T, key string) string {
 // startServerWith is startServer with a configuration changed by mutate.
 func startServerWith(t *testing.T, key string, mutate func(*server.Config)) string {
 	t.Helper()
+	addr, _ := startServerAddrs(t, key, mutate)
+	return addr
+}
+
+// startServerAddrs is startServerWith returning the gRPC and HTTP addresses.
+func startServerAddrs(t *testing.T, key string, mutate func(*server.Config)) (grpcAddr, httpAddr string) {
+	t.Helper()
 	cfg := server.Config{
 		GRPCAddr:        "127.0.0.1:0",
 		HTTPAddr:        "-",
@@ -59,8 +68,7 @@ func startServerWith(t *testing.T, key string, mutate func(*server.Config)) stri
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	addr, _ := srv.Addrs()
-	return addr
+	return srv.Addrs()
 }
 
 // step is one command of a scripted session and what it must print.
@@ -303,4 +311,36 @@ func waitFor(t *testing.T, w *syncBuffer, re *regexp.Regexp) []string {
 	}
 	t.Fatalf("no %s in output %q", re, w.String())
 	return nil
+}
+
+// TestUnavailableSaysWhy: a call that finds no gRPC server says which mistake it is:
+// the HTTP gateway's port, a TLS port without --tls, --tls on a plaintext port; and a
+// server's own UNAVAILABLE (its datastore is down) is not blamed on a missing server.
+func TestUnavailableSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir)
+	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+	ca.Issue(t, cert, key)
+	tlsAddr := startServerWith(t, "k", func(c *server.Config) { c.GRPCTLSCertPath, c.GRPCTLSKeyPath = cert, key })
+	plainAddr, httpAddr := startServerAddrs(t, "k", func(c *server.Config) { c.HTTPAddr = "127.0.0.1:0" })
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"gateway port", []string{"--endpoint", httpAddr}, "does not speak plaintext gRPC: if it serves TLS, add --tls; if it is latch's HTTP gateway port"},
+		{"TLS port in plaintext", []string{"--endpoint", tlsAddr}, "add --tls"},
+		{"--tls on a plaintext port", []string{"--endpoint", plainAddr, "--tls"}, "speaks plaintext: connect without --tls"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := invocation{env: map[string]string{"LATCH_TOKEN": "k"}}.run(context.Background(), append([]string{"schema", "read"}, tc.args...)...)
+			if r.code != 1 || !strings.Contains(r.err, tc.want) || strings.Contains(r.err, "is a latch server running") {
+				t.Fatalf("status %d, stderr %q; want status 1 and %q", r.code, r.err, tc.want)
+			}
+		})
+	}
+	outage := &rpcError{op: "checking permission", endpoint: plainAddr, code: codes.Unavailable, msg: "the datastore is unavailable: connection refused"}
+	if h := outage.hint(); h != "" {
+		t.Errorf("a server's own UNAVAILABLE got the hint %q", h)
+	}
 }

@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -77,7 +79,7 @@ func (p *progress) update(rels int, bytesRead int64, final bool) {
 		done := min(int(20*bytesRead/p.total), 20)
 		bar = fmt.Sprintf("[%s%s] %3d%% ", strings.Repeat("#", done), strings.Repeat(".", 20-done), 100*bytesRead/p.total)
 	}
-	fmt.Fprintf(p.w, "%s%d relationships, %.0f/s\n", bar, rels, rate)
+	fmt.Fprintf(p.w, "%s%d relationships sent, %.0f/s\n", bar, rels, rate)
 }
 
 // countingReader counts the bytes read through it, for the progress bar.
@@ -92,18 +94,34 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// conflict is what import does with a relationship the server already holds.
+type conflict int
+
+const (
+	conflictFail  conflict = iota // the default: one transaction, nothing written on a conflict
+	conflictSkip                  // keep the stored relationship, write the others
+	conflictTouch                 // overwrite it (its caveat and expiration too)
+)
+
 func newImportCommand(env Env) *cobra.Command {
 	var flags clientFlags
 	var format string
+	var skipExisting, touch, noSchema bool
 	cmd := &cobra.Command{
 		Use:   "import FILE",
-		Short: "Create every relationship in a file, in one transaction",
-		Long: `Create every relationship in FILE ("-" for standard input) through
-ImportBulkRelationships: all of them in one transaction, so if any already exists, is
-given twice or is invalid nothing is written. One relationship a line, in the syntax of
-"latch relationship create" (blank lines and // comments are skipped), or with
---format jsonl (the default for .jsonl files) the JSON form of authzed.api.v1.Relationship,
-as "latch export --format jsonl" writes it. Progress goes to standard error.`,
+		Short: "Restore a backup made by latch export: its schema, then every relationship",
+		Long: `Restore FILE ("-" for standard input), as "latch export" wrote it: the schema the
+file carries is written first (unless --no-schema), then every relationship. One
+relationship a line, in the syntax of "latch relationship create" (blank lines and //
+comments are skipped), or with --format jsonl (the default for .jsonl files) the JSON
+form of authzed.api.v1.Relationship.
+
+By default the relationships go through ImportBulkRelationships in one transaction: if
+any already exists, is given twice or is invalid, nothing is written. --skip-existing
+keeps the relationships the server already holds and writes the others; --touch
+overwrites them (as zed's --conflict-strategy skip and touch do); both write in batches
+of 1,000, each its own transaction. Progress goes to standard error; the result is one
+line on standard output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := flags.resolve(cmd, env)
@@ -113,6 +131,15 @@ as "latch export --format jsonl" writes it. Progress goes to standard error.`,
 			fmtName, err := fileFormat(format, args[0])
 			if err != nil {
 				return err
+			}
+			var strategy conflict
+			switch {
+			case skipExisting && touch:
+				return errors.New("--skip-existing and --touch contradict each other: choose one")
+			case skipExisting:
+				strategy = conflictSkip
+			case touch:
+				strategy = conflictTouch
 			}
 			in, total := env.In, int64(0)
 			if args[0] != "-" {
@@ -126,70 +153,29 @@ as "latch export --format jsonl" writes it. Progress goes to standard error.`,
 				}
 				in = f
 			}
-			return importFile(cmd, cfg, &countingReader{r: in}, fmtName, &progress{w: env.Err, total: total, start: time.Now()}, env)
+			c, err := dial(cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			imp := &importer{
+				ctx: cmd.Context(), c: c, format: fmtName, strategy: strategy, writeSchema: !noSchema,
+				in: &countingReader{r: in}, prog: &progress{w: env.Err, total: total, start: time.Now()},
+			}
+			if err := imp.run(); err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Out, imp.summary())
+			return nil
 		},
 	}
 	addClientFlags(cmd, &flags)
-	cmd.Flags().StringVar(&format, "format", "auto", "text, jsonl, or auto (jsonl for .jsonl and .ndjson files)")
+	fs := cmd.Flags()
+	fs.StringVar(&format, "format", "auto", "text, jsonl, or auto (jsonl for .jsonl and .ndjson files)")
+	fs.BoolVar(&skipExisting, "skip-existing", false, "keep relationships the server already holds and write the rest (batches of 1,000, each its own transaction)")
+	fs.BoolVar(&touch, "touch", false, "overwrite relationships the server already holds (batches of 1,000, each its own transaction)")
+	fs.BoolVar(&noSchema, "no-schema", false, "do not write the schema the file carries")
 	return cmd
-}
-
-func importFile(cmd *cobra.Command, cfg ClientConfig, in *countingReader, format string, prog *progress, env Env) error {
-	c, err := dial(cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	stream, err := c.ImportBulkRelationships(cmd.Context())
-	if err != nil {
-		return c.fail("importing", err)
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	batch := make([]*v1.Relationship, 0, importBatch)
-	sent, line := 0, 0
-	send := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := stream.Send(&v1.ImportBulkRelationshipsRequest{Relationships: batch}); err != nil {
-			_, err = stream.CloseAndRecv() // the server's reason, not io.EOF
-			return c.fail("importing", err)
-		}
-		sent += len(batch)
-		batch = batch[:0:0]
-		prog.update(sent, in.n, false)
-		return nil
-	}
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "//") {
-			continue
-		}
-		r, err := parseRelationshipLine(text, format)
-		if err != nil {
-			return fmt.Errorf("line %d: %w (nothing was imported)", line, err)
-		}
-		if batch = append(batch, r); len(batch) == importBatch {
-			if err := send(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading line %d: %w (nothing was imported)", line+1, err)
-	}
-	if err := send(); err != nil {
-		return err
-	}
-	resp, err := stream.CloseAndRecv()
-	if err != nil {
-		return c.fail("importing", err)
-	}
-	prog.update(int(resp.GetNumLoaded()), in.n, true)
-	fmt.Fprintf(env.Out, "imported %d relationships\n", resp.GetNumLoaded())
-	return nil
 }
 
 func newExportCommand(env Env) *cobra.Command {
@@ -197,11 +183,13 @@ func newExportCommand(env Env) *cobra.Command {
 	var format, output, consistency string
 	cmd := &cobra.Command{
 		Use:   "export [FILTER]",
-		Short: "Write every relationship (or those matching FILTER) out, one a line",
-		Long: `Write every relationship, or those matching FILTER (the filter syntax of
-"latch relationship read"), one a line, all read at one revision through
-ExportBulkRelationships. --format jsonl writes the JSON form of
-authzed.api.v1.Relationship; "latch import" reads both formats back.`,
+		Short: "Back up the schema and every relationship (or those matching FILTER)",
+		Long: `Write the schema and every relationship, or those matching FILTER (the filter
+syntax of "latch relationship read"), one a line, all read at one revision (the
+schema's, unless --consistency names another) through ExportBulkRelationships. The
+schema comes first, as a block of "//|" comment lines, or with --format jsonl as a
+first line {"schema": ..., "revision": ...} before the JSON form of each
+authzed.api.v1.Relationship; "latch import" restores both formats into a server.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := flags.resolve(cmd, env)
@@ -246,11 +234,25 @@ func export(cmd *cobra.Command, cfg ClientConfig, req *v1.ExportBulkRelationship
 		return err
 	}
 	defer c.Close()
+	w := bufio.NewWriter(out)
+	schema, err := c.ReadSchema(cmd.Context(), &v1.ReadSchemaRequest{})
+	switch {
+	case status.Code(err) == codes.NotFound: // no schema yet: nothing to carry
+	case err != nil:
+		return c.fail("reading the schema to export", err)
+	default:
+		// The relationships are read at the schema's revision unless the user chose one.
+		if req.GetConsistency().GetFullyConsistent() {
+			req.Consistency = &v1.Consistency{Requirement: &v1.Consistency_AtExactSnapshot{AtExactSnapshot: schema.GetReadAt()}}
+		}
+		if err := writeBackupHeader(w, format, schema.GetSchemaText(), schema.GetReadAt().GetToken()); err != nil {
+			return err
+		}
+	}
 	stream, err := c.ExportBulkRelationships(cmd.Context(), req)
 	if err != nil {
 		return c.fail("exporting", err)
 	}
-	w := bufio.NewWriter(out)
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {

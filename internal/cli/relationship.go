@@ -84,7 +84,7 @@ func parseUpdates(args []string, op v1.RelationshipUpdate_Operation, env Env) ([
 	for _, a := range args {
 		r, err := rel.Parse(a)
 		if err != nil {
-			return nil, fmt.Errorf("relationship %q: %w", a, err)
+			return nil, err // rel.Parse's errors quote the relationship
 		}
 		wire, err := relv1.Relationship(r)
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/latch-authz/latch/internal/buildinfo"
 )
 
 // Env is what commands read and write. Main passes the process's; tests pass buffers
@@ -47,7 +49,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if errors.As(err, &code) {
 		return int(code)
 	}
-	fmt.Fprintln(env.Err, "latch: "+describe(err))
+	fmt.Fprintln(env.Err, "latch: "+err.Error())
 	return 1
 }
 
@@ -67,7 +69,9 @@ Client commands (schema, relationship, check) talk to a running server: point th
 with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read().Version,
 	}
+	root.SetVersionTemplate(buildinfo.Read().String())
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
@@ -85,6 +89,7 @@ with --endpoint or LATCH_ENDPOINT, and authenticate with --token or LATCH_TOKEN.
 		newExportCommand(env),
 		newWatchCommand(env),
 		newBenchCommand(env),
+		newVersionCommand(env),
 	)
 	return root
 }

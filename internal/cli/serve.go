@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latch-authz/latch/internal/buildinfo"
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/logging"
@@ -33,7 +34,8 @@ HTTP/JSON gateway on --http-addr, both on loopback by default.
 
 Clients authenticate with a bearer token that must be one of the --grpc-preshared-key
 values (or LATCH_GRPC_PRESHARED_KEY, comma-separated). Without a key the server generates
-one for this run, prints it, and refuses to listen on anything but loopback.
+one, prints it, and refuses to listen on anything but loopback; on the embedded store the
+key is kept in the data directory (generated-preshared-key) and used again on restart.
 
 The datastore is embedded and durable by default: relationships, schema and revisions
 live in the directory --data-dir (./latch-data), and a write is acknowledged only once it
@@ -69,6 +71,9 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 				cfg.Cluster.PresharedKey = v
 			}
 			if err := resolveDataDir(cmd, &cfg); err != nil {
+				return err
+			}
+			if err := applySpiceDBFlags(cmd, &cfg); err != nil {
 				return err
 			}
 			handler, err := newLogHandler(env.Err, logLevel, logFormat)
@@ -116,6 +121,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	cacheSize.text = fmt.Sprintf("%dMiB, %dMiB with the memory engine", server.DefaultDispatchCacheMaxBytes>>20, server.DefaultMemoryDispatchCacheMaxBytes>>20)
 	fs.Var(cacheSize, "dispatch-cache-max-bytes",
 		"memory of the cache of check and subproblem answers, allocated whole at start: bytes, a size (64MiB, 1GB) or a share of memory (5%); negative: no cache")
+	fs.Var(cacheSize, "dispatch-cache-max-cost", "SpiceDB's name for --dispatch-cache-max-bytes")
 	fs.StringVar(&cfg.GRPCTLSCertPath, "grpc-tls-cert-path", "", "PEM certificate to serve the gRPC API over TLS with (reloaded when the file changes)")
 	fs.StringVar(&cfg.GRPCTLSKeyPath, "grpc-tls-key-path", "", "PEM private key of --grpc-tls-cert-path")
 	fs.StringVar(&cfg.HTTPTLSCertPath, "http-tls-cert-path", "", "PEM certificate to serve the HTTP gateway over TLS with (reloaded when the file changes)")
@@ -148,6 +154,11 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 		panic(err)
 	}
 	otel.register(fs)
+	addSpiceDBFlags(cmd, &cfg)
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		_, err := fmt.Fprint(c.OutOrStderr(), serveUsage(c))
+		return err
+	})
 	return cmd
 }
 
@@ -161,6 +172,7 @@ func serve(ctx context.Context, cfg server.Config, say banner) error {
 		return err
 	}
 	grpcAddr, httpAddr := srv.Addrs()
+	say.line("version "+buildinfo.Read().Short(), "version", buildinfo.Read().Version, "commit", buildinfo.Read().Commit)
 	tlsNote := ""
 	if cfg.GRPCTLSCertPath != "" {
 		tlsNote = " (TLS)"
@@ -188,7 +200,7 @@ func serve(ctx context.Context, cfg server.Config, say banner) error {
 		say.line("serving WITHOUT authentication (--insecure-no-auth), on loopback only", "auth", false)
 	}
 	if key := srv.GeneratedKey(); key != "" {
-		say.generatedKey(key, grpcAddr)
+		say.generatedKey(key, grpcAddr, srv.GeneratedKeyPath())
 	}
 	go gcpace.Run(ctx, srv.FixedHeapBytes)
 	if err := srv.Serve(ctx); err != nil {
@@ -221,12 +233,18 @@ func (b banner) line(msg string, attrs ...any) {
 	fmt.Fprintf(b.out, "latch: %s\n", msg)
 }
 
-func (b banner) generatedKey(key, endpoint string) {
+// generatedKey tells the key the server generated, and the file that keeps it ("" when
+// nothing does: it lasts for this run).
+func (b banner) generatedKey(key, endpoint, path string) {
+	msg := "no --grpc-preshared-key given; generated this key for this run"
+	if path != "" {
+		msg = "no --grpc-preshared-key given; using the generated key kept in " + path + " (the same after a restart over this data)"
+	}
 	if b.json != nil {
-		b.json.Info("no --grpc-preshared-key given; generated this key for this run", "key", key, "endpoint", endpoint)
+		b.json.Info(msg, "key", key, "endpoint", endpoint, "key_file", path)
 		return
 	}
-	fmt.Fprintf(b.out, "latch: no --grpc-preshared-key given; generated this key for this run:\n\n")
+	fmt.Fprintf(b.out, "latch: %s:\n\n", msg)
 	fmt.Fprintf(b.out, "    export LATCH_TOKEN=%s LATCH_ENDPOINT=%s\n\n", key, endpoint)
 }
 

@@ -12,7 +12,7 @@ import (
 func resolve(s *ir.Schema, typ, name string) (*ir.Relation, error) {
 	def := s.Definition(typ)
 	if def == nil {
-		return nil, &ir.UnknownDefinitionError{Name: typ}
+		return nil, s.UnknownDefinition(typ)
 	}
 	rl := def.Relation(name)
 	if rl == nil {
@@ -25,7 +25,7 @@ func resolve(s *ir.Schema, typ, name string) (*ir.Relation, error) {
 func validateSubjectType(s *ir.Schema, typ, relation string) error {
 	sdef := s.Definition(typ)
 	if sdef == nil {
-		return &ir.UnknownDefinitionError{Name: typ}
+		return s.UnknownDefinition(typ)
 	}
 	if relation != "" && sdef.Relation(relation) == nil {
 		return &ir.UnknownRelationError{Definition: sdef.Name, Name: relation}

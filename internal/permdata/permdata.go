@@ -36,7 +36,7 @@ func NewSchema(s *ir.Schema) *Schema { return &Schema{IR: s, Info: perm.Inspect(
 func (s *Schema) CheckTuple(r rel.Relationship) error {
 	def := s.IR.Definition(r.Resource.Type)
 	if def == nil {
-		return &ir.UnknownDefinitionError{Name: r.Resource.Type}
+		return s.IR.UnknownDefinition(r.Resource.Type)
 	}
 	rl := def.Relation(r.Relation)
 	if rl == nil || rl.IsPermission() || s.Info.IsSynthetic(def.Name, rl.Name) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -164,5 +166,50 @@ func TestNoAuth(t *testing.T) {
 	}
 	if code, out := permifyPost(t, ts, "", "/v1/tenants/t1/schemas/read", map[string]any{}); code != http.StatusOK {
 		t.Errorf("Permify API without a key: %d %v", code, out)
+	}
+}
+
+// TestGeneratedKeyKeptWithTheData starts a pebble server without a key twice over one
+// data directory: the second start uses the first one's key, kept in the directory
+// (mode 0600), and a wrong key's error says where the server's key is.
+func TestGeneratedKeyKeptWithTheData(t *testing.T) {
+	dir := t.TempDir()
+	noKey := func(c *Config) {
+		c.PresharedKeys = nil
+		c.DatastoreEngine, c.DatastoreURI = "pebble", dir
+	}
+	first := start(t, noKey)
+	key, path := first.srv.GeneratedKey(), first.srv.GeneratedKeyPath()
+	if key == "" || path != filepath.Join(dir, GeneratedKeyFile) {
+		t.Fatalf("generated key %q kept in %q, want one kept in %s", key, path, filepath.Join(dir, GeneratedKeyFile))
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, mode %v; want mode 0600", err, fi.Mode().Perm())
+	}
+	first.stop(t)
+
+	second := start(t, noKey)
+	if got := second.srv.GeneratedKey(); got != key {
+		t.Fatalf("after a restart the generated key is %q, want the kept %q", got, key)
+	}
+	conn := dial(t, second.grpcAddr, key)
+	defer conn.Close()
+	if _, err := v1.NewSchemaServiceClient(conn).ReadSchema(ctxT(t), &v1.ReadSchemaRequest{}); status.Code(err) != codes.NotFound {
+		t.Fatalf("ReadSchema with the kept key: %v, want NotFound (authenticated, no schema)", err)
+	}
+	wrong := dial(t, second.grpcAddr, "an-old-key")
+	defer wrong.Close()
+	_, err := v1.NewSchemaServiceClient(wrong).ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
+	st := wantCode(t, err, codes.PermissionDenied, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if !strings.Contains(st.Message(), path) {
+		t.Errorf("a wrong key's error %q does not name the key file %s", st.Message(), path)
+	}
+}
+
+// TestGeneratedKeyWithoutDataDirectory: a memory server's key lives for the run only.
+func TestGeneratedKeyWithoutDataDirectory(t *testing.T) {
+	ts := start(t, func(c *Config) { c.PresharedKeys = nil })
+	if ts.srv.GeneratedKey() == "" || ts.srv.GeneratedKeyPath() != "" {
+		t.Fatalf("memory server: key %q kept in %q, want a key kept nowhere", ts.srv.GeneratedKey(), ts.srv.GeneratedKeyPath())
 	}
 }

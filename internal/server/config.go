@@ -139,6 +139,12 @@ type Config struct {
 	MaxDeleteLimit int
 	// MaxRequestBytes bounds one request message (gRPC and HTTP alike).
 	MaxRequestBytes int
+	// BootstrapFiles are validation files (schema and relationships) loaded at start into
+	// a datastore that holds no schema (SpiceDB's --datastore-bootstrap-files).
+	BootstrapFiles []string
+	// BootstrapOverwrite loads BootstrapFiles over whatever the datastore holds,
+	// deleting its relationships first.
+	BootstrapOverwrite bool
 	// ShutdownGrace is how long Serve waits for in-flight requests when it stops.
 	ShutdownGrace time.Duration
 

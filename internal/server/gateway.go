@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/authzed/authzed-go/pkg/responsemeta"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -44,7 +46,8 @@ func (s *Server) newGateway() error {
 	}
 	s.gwConn = conn
 	mux := runtime.NewServeMux(runtime.WithHealthzEndpoint(healthpb.NewHealthClient(conn)),
-		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithOutgoingHeaderMatcher(returnHeader), runtime.WithErrorHandler(boundedErrors))
+		runtime.WithIncomingHeaderMatcher(forwardHeader), runtime.WithOutgoingHeaderMatcher(returnHeader), runtime.WithErrorHandler(boundedErrors),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, strictJSON))
 	ctx := context.Background()
 	if err := v1.RegisterSchemaServiceHandlerClient(ctx, mux, v1.NewSchemaServiceClient(conn)); err != nil {
 		return err
@@ -81,6 +84,14 @@ func withPlayground(pg http.Handler, next http.Handler) http.Handler {
 	mux.Handle("/", next)
 	return mux
 }
+
+// strictJSON is grpc-gateway's default JSON, but refusing a field the message does not
+// have: a misspelled "consistncy" is named in a 400 rather than silently dropped, which
+// would run the request with the default it was meant to override.
+var strictJSON = &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+	MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+	UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+}}
 
 // boundedErrors is grpc-gateway's error handler with the message cut to a bounded
 // prefix: a body the gateway cannot decode comes back quoting the offending value,

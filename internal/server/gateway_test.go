@@ -139,3 +139,24 @@ func TestGatewayDisabled(t *testing.T) {
 		t.Fatalf("gateway listening on %q although disabled", ts.httpAddr)
 	}
 }
+
+// TestGatewayNamesAnUnknownField: a misspelled field is refused with its name, not
+// dropped (which would run the request without what the field meant to ask).
+func TestGatewayNamesAnUnknownField(t *testing.T) {
+	ts := start(t, nil)
+	req, err := http.NewRequest(http.MethodPost, "http://"+ts.httpAddr+"/v1/permissions/check",
+		strings.NewReader(`{"consistncy": {"fullyConsistent": true}, "resource": {"objectType": "d", "objectId": "1"}, "permission": "view", "subject": {"object": {"objectType": "user", "objectId": "u"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `unknown field \"consistncy\"`) {
+		t.Fatalf("status %d, body %s; want 400 naming the field", resp.StatusCode, body)
+	}
+}

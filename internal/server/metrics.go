@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latch-authz/latch/internal/buildinfo"
+
 	"github.com/authzed/authzed-go/pkg/responsemeta"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -73,8 +75,21 @@ func newMetrics(log *slog.Logger) *metrics {
 		}, []string{"class"}),
 	}
 	m.registry.MustRegister(m.latency, m.inflight, m.queued, m.shed, m.queryLatency, m.checkQueries,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		buildInfoMetric(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// buildInfoMetric is latch_build_info, always 1, whose labels say what the binary is,
+// so that dashboards can tell which version each node runs.
+func buildInfoMetric() prometheus.Collector {
+	info := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "latch", Name: "build_info",
+		Help:        "Always 1; the labels are the version, commit and Go toolchain this binary was built with.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "commit": info.Commit, "goversion": info.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // registerReads adds latch_datastore_reads_total{target="primary"|"replica"} when st

@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,7 +28,8 @@ import (
 // constant time, so neither a key's bytes nor its length leak through timing.
 type authenticator struct {
 	digests [][sha256.Size]byte
-	open    bool // admit everyone: no key is configured on purpose
+	open    bool   // admit everyone: no key is configured on purpose
+	keyFile string // where the server's generated key is kept, told to a client with a wrong key
 }
 
 // openAuthenticator admits every request (Config.NoAuth).
@@ -70,16 +69,12 @@ func (a *authenticator) check(ctx context.Context) error {
 		return status.Error(codes.Unauthenticated, "authorization is not a bearer token: send `authorization: Bearer <preshared key>`")
 	}
 	if !a.matches(token) {
+		if a.keyFile != "" {
+			return status.Errorf(codes.PermissionDenied, "invalid preshared key: this server was started without --grpc-preshared-key and uses the key kept in %s on its machine", a.keyFile)
+		}
 		return status.Error(codes.PermissionDenied, "invalid preshared key")
 	}
 	return nil
-}
-
-// generateKey returns a random preshared key for a server started without one.
-func generateKey() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // validateMessage runs the protos' buf.validate rules and authzed-go's hand-written

@@ -238,7 +238,7 @@ func validateFilter(sch *ir.Schema, f store.Filter) error {
 	if f.ResourceType != "" {
 		def := sch.Definition(f.ResourceType)
 		if def == nil {
-			return &ir.UnknownDefinitionError{Name: f.ResourceType}
+			return sch.UnknownDefinition(f.ResourceType)
 		}
 		if f.Relation != "" && def.Relation(f.Relation) == nil {
 			return &ir.UnknownRelationError{Definition: f.ResourceType, Name: f.Relation}
@@ -247,7 +247,7 @@ func validateFilter(sch *ir.Schema, f store.Filter) error {
 	if sf := f.Subject; sf != nil && sf.Type != "" {
 		def := sch.Definition(sf.Type)
 		if def == nil {
-			return &ir.UnknownDefinitionError{Name: sf.Type}
+			return sch.UnknownDefinition(sf.Type)
 		}
 		if sf.RelationSet && sf.Relation != "" && def.Relation(sf.Relation) == nil {
 			return &ir.UnknownRelationError{Definition: sf.Type, Name: sf.Relation}

@@ -3,10 +3,11 @@ package server
 import (
 	"context"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/latch-authz/latch/internal/buildinfo"
 
 	"github.com/authzed/authzed-go/pkg/requestmeta"
 	"github.com/authzed/authzed-go/pkg/responsemeta"
@@ -64,12 +65,7 @@ type callMetaCtxKey struct{}
 
 // serverVersion is the version of the latch module this binary was built from:
 // "(devel)" for a build from a source tree, as SpiceDB's own such builds report.
-var serverVersion = func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}()
+var serverVersion = buildinfo.Read().Version
 
 // respMD is response metadata of up to four keys, pooled: grpc-go copies what it is
 // given to send, so the maps and their values are reused from call to call.

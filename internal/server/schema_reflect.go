@@ -233,7 +233,7 @@ func relationRefs(rs []*ir.Relation, keep func(*ir.Relation) bool) []*v1.Reflect
 func lookupRelation(s *ir.Schema, def, name string) (*ir.Relation, error) {
 	d := s.Definition(def)
 	if d == nil {
-		return nil, &ir.UnknownDefinitionError{Name: def}
+		return nil, s.UnknownDefinition(def)
 	}
 	r := d.Relation(name)
 	if r == nil {

@@ -53,7 +53,9 @@ type Server struct {
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	tracer    trace.Tracer
 	generated string
-	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
+	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.
+	generatedPath string
+	auth          *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -105,19 +107,30 @@ func New(cfg Config) (*Server, error) {
 		ecfg.Dispatcher = s.cluster
 	}
 	s.engine = engine.New(ecfg)
-	switch {
-	case cfg.NoAuth:
-		s.auth = openAuthenticator()
-	case len(cfg.PresharedKeys) == 0:
-		s.generated = generateKey()
-		s.auth = newAuthenticator([]string{s.generated})
-	default:
-		s.auth = newAuthenticator(cfg.PresharedKeys)
-	}
 	if err := s.loadCertificates(); err != nil {
 		return nil, err
 	}
 	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	// The key is generated after the store opens: pebble's directory must exist first.
+	switch {
+	case cfg.NoAuth:
+		s.auth = openAuthenticator()
+	case len(cfg.PresharedKeys) == 0:
+		key, path, err := cfg.generatedKey()
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.generated, s.generatedPath = key, path
+		s.auth = newAuthenticator([]string{key})
+		s.auth.keyFile = path
+	default:
+		s.auth = newAuthenticator(cfg.PresharedKeys)
+	}
+	if err := s.bootstrap(context.Background()); err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.metrics.registerReads(s.store)
@@ -291,6 +304,10 @@ func (s *Server) MetricsAddr() string {
 
 // GeneratedKey returns the preshared key generated because none was configured, or "".
 func (s *Server) GeneratedKey() string { return s.generated }
+
+// GeneratedKeyPath returns the file that keeps the generated key across restarts, or ""
+// when none does (a key was configured, or the store has no data directory).
+func (s *Server) GeneratedKeyPath() string { return s.generatedPath }
 
 // Serve runs the server until ctx is done or a listener fails, then stops gracefully:
 // health (which meanwhile follows the datastore's reachability) turns NOT_SERVING,

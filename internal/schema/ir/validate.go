@@ -15,10 +15,22 @@ import (
 // UnknownDefinitionError: a relationship, request or filter names a type the schema
 // does not define.
 // SpiceDB: FAILED_PRECONDITION, ERROR_REASON_UNKNOWN_DEFINITION.
-type UnknownDefinitionError struct{ Name string }
+type UnknownDefinitionError struct {
+	Name string
+	// NoSchema: the schema defines nothing at all, the usual cause for a new user.
+	NoSchema bool
+}
 
 func (e *UnknownDefinitionError) Error() string {
+	if e.NoSchema {
+		return fmt.Sprintf("object definition `%s` not found: no schema has been written (write one with `latch schema write` or `zed schema write`)", e.Name)
+	}
 	return fmt.Sprintf("object definition `%s` not found", e.Name)
+}
+
+// UnknownDefinition is the error for a name s does not define, saying when s is empty.
+func (s *Schema) UnknownDefinition(name string) *UnknownDefinitionError {
+	return &UnknownDefinitionError{Name: name, NoSchema: len(s.Definitions) == 0 && len(s.Caveats) == 0}
 }
 
 // UnknownRelationError: a relationship, request or filter names a relation or
@@ -139,7 +151,7 @@ func (s *Schema) ValidateRelationship(r rel.Relationship) error {
 func (s *Schema) writableRelation(r rel.Relationship) (*Relation, error) {
 	def := s.Definition(r.Resource.Type)
 	if def == nil {
-		return nil, &UnknownDefinitionError{Name: r.Resource.Type}
+		return nil, s.UnknownDefinition(r.Resource.Type)
 	}
 	target := def.Relation(r.Relation)
 	if target == nil {
@@ -147,7 +159,7 @@ func (s *Schema) writableRelation(r rel.Relationship) (*Relation, error) {
 	}
 	subj := s.Definition(r.Subject.Object.Type)
 	if subj == nil {
-		return nil, &UnknownDefinitionError{Name: r.Subject.Object.Type}
+		return nil, s.UnknownDefinition(r.Subject.Object.Type)
 	}
 	if r.Subject.Relation != "" && subj.Relation(r.Subject.Relation) == nil {
 		return nil, &UnknownRelationError{Definition: subj.Name, Name: r.Subject.Relation}

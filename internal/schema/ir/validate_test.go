@@ -2,6 +2,7 @@ package ir_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,5 +219,22 @@ func TestAllowsSubject(t *testing.T) {
 		if got := s.AllowsSubject(tt.def, tt.relation, tt.subj, tt.caveat, tt.expiring); got != tt.want {
 			t.Errorf("AllowsSubject(%s#%s, %+v, %q, %v) = %v, want %v", tt.def, tt.relation, tt.subj, tt.caveat, tt.expiring, got, tt.want)
 		}
+	}
+}
+
+func TestUnknownDefinitionSaysWhenNoSchema(t *testing.T) {
+	empty, err := schema.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := empty.UnknownDefinition("document").Error(); !strings.Contains(msg, "no schema has been written") {
+		t.Errorf("an empty schema's error %q does not say no schema was written", msg)
+	}
+	withDefs, err := schema.Compile("definition user {}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := withDefs.UnknownDefinition("document").Error(); msg != "object definition `document` not found" {
+		t.Errorf("error %q, want SpiceDB's text alone", msg)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/permdata"
 	"github.com/latch-authz/latch/internal/rel"
-	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -360,7 +359,7 @@ func (h *Handler) subjectPermission(ctx context.Context, t *tenant, body []byte)
 	base := req.request()
 	def := v.IR.Definition(req.Entity.Type)
 	if def == nil {
-		return nil, &ir.UnknownDefinitionError{Name: req.Entity.Type}
+		return nil, v.IR.UnknownDefinition(req.Entity.Type)
 	}
 	var names []string
 	var creqs []engine.CheckRequest
