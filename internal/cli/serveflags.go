@@ -42,7 +42,7 @@ var serveFlagGroups = []struct {
 	}},
 	{"TLS", []string{
 		"grpc-tls-cert-path", "grpc-tls-key-path", "http-tls-cert-path", "http-tls-key-path",
-		"dispatch-cluster-tls-cert-path", "dispatch-cluster-tls-key-path", "dispatch-upstream-ca-path",
+		"dispatch-cluster-tls-cert-path", "dispatch-cluster-tls-key-path", "dispatch-upstream-ca-path", "dispatch-cluster-insecure-plaintext",
 	}},
 	{"Playground", []string{}},
 	{"SpiceDB compatibility", []string{"grpc-enabled", "skip-release-check"}},
