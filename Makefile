@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 TOOL     := $(GO) tool -modfile=tools/go.mod
 
-.PHONY: all build test vet unit postgres chromium fuzz reliability lint fmt clean
+.PHONY: all build test vet unit postgres chromium helm fuzz reliability lint fmt clean
 
 all: build
 
@@ -14,8 +14,8 @@ all: build
 build:
 	$(GO) build -buildvcs=auto -o bin/latch ./cmd/latch
 
-## test: vet, then every test with the race detector (installs PostgreSQL and Chromium if missing).
-test: postgres chromium vet unit
+## test: vet, then every test with the race detector (installs PostgreSQL, Chromium and Helm if missing).
+test: postgres chromium helm vet unit
 
 vet:
 	$(GO) vet ./...
@@ -32,6 +32,11 @@ postgres:
 # chromium package when it is missing, and prints nothing otherwise.
 chromium:
 	@scripts/ensure-chromium.sh
+
+# The Helm chart's tests (internal/cli) render deploy/helm/latch with the real helm;
+# this builds the pinned Helm into bin/helm when it is missing, and prints nothing otherwise.
+helm:
+	@scripts/ensure-helm.sh
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s) each.
 fuzz:

@@ -31,8 +31,9 @@ type k8sObject struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
 	Metadata   struct {
-		Name      string `yaml:"name"`
-		Namespace string `yaml:"namespace"`
+		Name      string            `yaml:"name"`
+		Namespace string            `yaml:"namespace"`
+		Labels    map[string]string `yaml:"labels"`
 	} `yaml:"metadata"`
 	Spec       k8sSpec           `yaml:"spec"`
 	StringData map[string]string `yaml:"stringData"`
@@ -57,8 +58,9 @@ type k8sSpec struct {
 		Port       int    `yaml:"port"`
 		TargetPort string `yaml:"targetPort"`
 	} `yaml:"ports"`
-	MinAvailable   any `yaml:"minAvailable"`
-	MaxUnavailable any `yaml:"maxUnavailable"`
+	Replicas       *int `yaml:"replicas"`
+	MinAvailable   any  `yaml:"minAvailable"`
+	MaxUnavailable any  `yaml:"maxUnavailable"`
 }
 
 type k8sPodSpec struct {
@@ -103,11 +105,15 @@ type k8sSecretKeyRef struct {
 	Optional bool   `yaml:"optional"`
 }
 
-// readManifests parses every YAML document under deploy/.
+// readManifests parses every YAML document under deploy/ but the Helm chart, whose
+// templates are YAML only once Helm renders them (helm_test.go).
 func readManifests(t *testing.T) []k8sObject {
 	t.Helper()
 	var objs []k8sObject
 	err := filepath.WalkDir(deployDir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path == filepath.Join(deployDir, "helm") {
+			return filepath.SkipDir
+		}
 		if err != nil || d.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".yml") {
 			return err
 		}
@@ -115,23 +121,9 @@ func readManifests(t *testing.T) []k8sObject {
 		if err != nil {
 			return err
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(src))
-		for {
-			var doc yaml.Node
-			if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-				return nil
-			} else if err != nil {
-				return err
-			}
-			if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
-				continue // an empty document between two ---
-			}
-			o := k8sObject{file: path}
-			if err := doc.Decode(&o); err != nil {
-				return err
-			}
-			objs = append(objs, o)
-		}
+		more, err := parseManifests(path, src)
+		objs = append(objs, more...)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +132,28 @@ func readManifests(t *testing.T) []k8sObject {
 		t.Fatalf("no Kubernetes manifests under %s", deployDir)
 	}
 	return objs
+}
+
+// parseManifests parses the YAML documents of src, read from file.
+func parseManifests(file string, src []byte) ([]k8sObject, error) {
+	var objs []k8sObject
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return objs, err
+		}
+		if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
+			continue // an empty document between two ---
+		}
+		o := k8sObject{file: file}
+		if err := doc.Decode(&o); err != nil {
+			return objs, err
+		}
+		objs = append(objs, o)
+	}
 }
 
 func (o k8sObject) String() string {
@@ -394,8 +408,13 @@ func checkDispatchAddrs(t *testing.T, d k8sObject, headless []k8sObject, ports m
 	t.Errorf("%s: --dispatch-upstream-addr %q names no headless Service port leading to the dispatch port", d, upstream)
 }
 
-func TestDeployManifestsUseRealFlags(t *testing.T) {
-	for _, o := range readManifests(t) {
+func TestDeployManifestsUseRealFlags(t *testing.T) { checkRealFlags(t, readManifests(t)) }
+
+// checkRealFlags checks that every container of objs runs a latch command with flags
+// and LATCH_* variables it has, and values they parse.
+func checkRealFlags(t *testing.T, objs []k8sObject) {
+	t.Helper()
+	for _, o := range objs {
 		for _, c := range o.containers() {
 			root := NewRootCommand(Env{})
 			cmd, rest, err := root.Find(c.Args)

@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		hedges:       counter("hedges_total", "Slow dispatches for which a local answer was started (hedged)."),
 		hedgesWon:    counter("hedges_won_total", "Hedged dispatches the local answer won."),
 		received:     counter("dispatch_received_total", "Dispatches received from other nodes."),
-		receivedErrs: counter("dispatch_received_errors_total", "Dispatches received that this node failed to answer."),
+		receivedErrs: counter("dispatch_received_errors_total", "Dispatches received that this node failed to answer (not those the caller stopped waiting for, as a hedge the caller won)."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.sent, m.failed, m.downs, m.rejoined, m.peerUp, owned, m.busy, m.fallbacks, m.hedges, m.hedgesWon, m.received, m.receivedErrs)

@@ -67,7 +67,7 @@ func (s *service) check(_ any, ctx context.Context, dec func(any) error, _ grpc.
 		if p := recover(); p != nil {
 			resp, err = nil, status.Errorf(codes.Internal, "dispatch panicked: %v", p)
 		}
-		if err != nil {
+		if err != nil && !callerGone(ctx, err) {
 			s.m.receivedErrs.Inc()
 		}
 	}()
@@ -123,6 +123,13 @@ func (s *service) health(_ any, ctx context.Context, dec func(any) error, _ grpc
 		return nil, status.Errorf(codes.InvalidArgument, "dispatch health: %v", err)
 	}
 	return &frame{}, nil
+}
+
+// callerGone reports whether a dispatch failed only because its caller stopped
+// waiting: a hedge the caller's local answer won, or a client's own cancellation. The
+// caller has its answer (or no longer wants one), so this node failed nothing.
+func callerGone(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || status.Code(err) == codes.Canceled
 }
 
 // authorize requires the cluster's preshared key, compared in constant time.

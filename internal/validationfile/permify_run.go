@@ -118,7 +118,7 @@ func (e *permifyEnv) writeTuple(text string) error {
 }
 
 func (e *permifyEnv) writeAttribute(text string) error {
-	a, err := permifyAttribute(text)
+	a, err := ParsePermifyAttribute(text)
 	if err != nil {
 		return err
 	}
@@ -290,9 +290,9 @@ func permifyTuple(s string) (rel.Relationship, error) {
 	return r, nil
 }
 
-// permifyAttribute parses `entity:id$name|type:value` (value in JSON; a string may be
+// ParsePermifyAttribute parses `entity:id$name|type:value` (value in JSON; a string may be
 // written bare).
-func permifyAttribute(s string) (permdata.Attribute, error) {
+func ParsePermifyAttribute(s string) (permdata.Attribute, error) {
 	obj, rest, ok := strings.Cut(s, "$")
 	name, typed, ok2 := strings.Cut(rest, "|")
 	typ, value, ok3 := strings.Cut(typed, ":")

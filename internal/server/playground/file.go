@@ -117,27 +117,35 @@ func composeSpiceDB(req *request) *composed {
 	return c
 }
 
-// composePermify writes Permify's validation file: schema, relationships as a list
-// (one entry per non-blank, non-comment line) and scenarios.
+// composePermify writes Permify's validation file: schema, relationships and
+// attributes as lists (one entry per non-blank, non-comment line of the relationships
+// editor) and scenarios.
 func composePermify(req *request) *composed {
 	c := &composed{}
 	c.block("schema", edSchema, req.Schema)
+	c.list("relationships", req.Relationships, func(l string) bool { return !isAttribute(permify, l) })
+	c.list("attributes", req.Relationships, func(l string) bool { return isAttribute(permify, l) })
+	c.mapping("scenarios", edAssertions, req.Assertions)
+	return c
+}
+
+// list writes `key:` and, one entry each, the relationships editor's lines that keep
+// holds, or nothing when there are none.
+func (c *composed) list(key, text string, keep func(string) bool) {
 	s := span{editor: edRelationships}
-	for i, l := range strings.Split(req.Relationships, "\n") {
+	for i, l := range strings.Split(text, "\n") {
 		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "//") {
+		if l == "" || strings.HasPrefix(l, "//") || !keep(l) {
 			continue
 		}
 		if s.first == 0 {
-			c.writeLine("relationships:")
+			c.writeLine(key + ":")
 			s.first = c.line + 1
 		}
 		c.writeLine("  - " + strconv.Quote(l))
 		s.lines = append(s.lines, i+1)
 	}
 	c.spans = append(c.spans, s)
-	c.mapping("scenarios", edAssertions, req.Assertions)
-	return c
 }
 
 // imported is a validation file split back into the page's editors.
@@ -183,16 +191,23 @@ func (out *imported) set(k, v *yaml.Node, lines []string) error {
 	switch k.Value {
 	case "schema":
 		out.Schema = v.Value
-	case "relationships":
-		if v.Kind != yaml.SequenceNode {
-			out.Relationships = v.Value
-			return nil
+	case "relationships", "attributes":
+		// Permify's attributes go in the relationships editor, after the relationships.
+		text := v.Value
+		if v.Kind == yaml.SequenceNode {
+			items := make([]string, len(v.Content))
+			for i, n := range v.Content {
+				items[i] = n.Value
+			}
+			text = strings.Join(items, "\n")
 		}
-		items := make([]string, len(v.Content))
-		for i, n := range v.Content {
-			items[i] = n.Value
+		if k.Value == "attributes" {
+			out.Language = permify
 		}
-		out.Relationships = strings.Join(items, "\n")
+		if out.Relationships != "" && text != "" {
+			text = out.Relationships + "\n" + text
+		}
+		out.Relationships = text
 	case "assertions":
 		out.Assertions = nestedText(k, v, lines)
 	case "validation":
@@ -202,8 +217,6 @@ func (out *imported) set(k, v *yaml.Node, lines []string) error {
 		out.Assertions = nestedText(k, v, lines)
 	case "schemaFile":
 		return &requestError{"schemaFile: the playground cannot read other files; paste the schema into the file's schema key"}
-	case "attributes":
-		return &requestError{"attributes: Permify attributes are not supported by the playground"}
 	default:
 		return &requestError{fmt.Sprintf("unknown key %q (expected schema, relationships, assertions, validation or scenarios)", k.Value)}
 	}

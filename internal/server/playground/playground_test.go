@@ -292,3 +292,37 @@ func TestPermifyLanguage(t *testing.T) {
 		t.Fatalf("Permify scenarios: %+v, want one failure at scenarios line 10, its view: true", v)
 	}
 }
+
+// TestPermifyAttributes: Permify attributes are lines of the relationships editor;
+// checks and scenarios read them, a bad one is marked at its line, and they travel in
+// the file's attributes list.
+func TestPermifyAttributes(t *testing.T) {
+	h := newHandler(t, Config{})
+	schema := "entity user {}\n\nentity doc {\n  relation owner @user\n  attribute public boolean\n  attribute level integer\n" +
+		"  permission view = public or (owner and low(level))\n}\n\nrule low(level integer) {\n  level <= 2\n}"
+	rels := "doc:1#owner@user:a\ndoc:2#owner@user:a\ndoc:3$public|boolean:true\ndoc:1$level|integer:1\ndoc:2$level|integer:5\ndoc:4$colour|string:red\ndoc:4$public|integer:1"
+	req := map[string]any{"schema": schema, "relationships": rels, "checks": "doc:3#view@user:z\ndoc:1#view@user:a\ndoc:2#view@user:a"}
+	_, out := post[checkAnswer](t, h, "check", req)
+	var got []string
+	for _, c := range out.Checks {
+		got = append(got, c.Result+c.Error)
+	}
+	if want := []string{"HAS_PERMISSION", "HAS_PERMISSION", "NO_PERMISSION"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("checks over attributes answered %q, want %q", got, want)
+	}
+	if len(out.Relationships) != 2 || out.Relationships[0].Line != 6 || !strings.Contains(out.Relationships[0].Message, "colour") || out.Relationships[1].Line != 7 {
+		t.Errorf("attribute problems %+v, want the unknown attribute on line 6 and the integer for a boolean on line 7", out.Relationships)
+	}
+	req["relationships"] = strings.Join(strings.Split(rels, "\n")[:5], "\n")
+	req["assertions"] = "- name: levels\n  checks:\n    - entity: doc:1\n      subject: user:a\n      assertions:\n        view: true\n    - entity: doc:2\n      subject: user:a\n      assertions:\n        view: false"
+	if _, v := post[validation](t, h, "validate", req); v.Checked != 2 || len(v.Failures) != 0 {
+		t.Errorf("scenarios over attributes: %+v, want 2 checked, none failed", v)
+	}
+	_, exp := post[exported](t, h, "export", req)
+	if !strings.Contains(exp.YAML, "attributes:\n  - \"doc:3$public|boolean:true\"") {
+		t.Errorf("exported file has no attributes list:\n%s", exp.YAML)
+	}
+	if _, back := post[imported](t, h, "import", map[string]any{"file": exp.YAML}); back.Relationships != req["relationships"] || back.Language != permify {
+		t.Errorf("imported back relationships %q (%s), want %q", back.Relationships, back.Language, req["relationships"])
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/latch-authz/latch/internal/schema/perm"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
+	"github.com/latch-authz/latch/internal/validationfile"
 )
 
 // Schema languages.
@@ -152,11 +153,14 @@ func detectLanguage(src string) string {
 func build(ctx context.Context, lang, schemaText, relText string, maxRels int) (*workspace, error) {
 	w := &workspace{language: lang}
 	w.schema, w.schemaDiags = compile(lang, schemaText)
-	updates := w.parseRelationships(relText, maxRels)
+	updates, attrs := w.parseRelationships(relText, maxRels)
 	w.store = memory.New(memory.Options{GCInterval: -1})
 	rev, err := w.store.HeadRevision(ctx)
 	if err == nil && len(updates) > 0 {
 		rev, err = w.store.Write(ctx, nil, updates, nil)
+	}
+	if err == nil && len(attrs) > 0 && w.schema != nil {
+		rev, err = w.writeAttributes(ctx, attrs, rev)
 	}
 	if err == nil {
 		w.reader, err = w.store.Reader(ctx, rev)
@@ -197,10 +201,12 @@ func compile(lang, src string) (*ir.Schema, []diagnostic) {
 }
 
 // parseRelationships reads one relationship a line (blank lines and `//` comments
-// skipped), records each bad line's problem, and returns the writes of the good ones.
-// Relationships are only checked against the schema when it compiles.
-func (w *workspace) parseRelationships(text string, maxRels int) []store.Update {
+// skipped), records each bad line's problem, and returns the writes of the good ones,
+// and the Permify attributes among the lines. Relationships are only checked against
+// the schema when it compiles.
+func (w *workspace) parseRelationships(text string, maxRels int) ([]store.Update, []attributeLine) {
 	var updates []store.Update
+	var attrs []attributeLine
 	seen := map[rel.Key]int{}
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
@@ -210,9 +216,18 @@ func (w *workspace) parseRelationships(text string, maxRels int) []store.Update 
 		bad := func(format string, args ...any) {
 			w.relationships = append(w.relationships, diagnostic{Line: i + 1, Message: fmt.Sprintf(format, args...), Severity: "error"})
 		}
-		if len(seen) >= maxRels {
+		if len(seen)+len(attrs) >= maxRels {
 			bad("the playground holds at most %d relationships", maxRels)
 			break
+		}
+		if isAttribute(w.language, line) {
+			a, err := validationfile.ParsePermifyAttribute(line)
+			if err != nil {
+				bad("attribute: %v", err)
+				continue
+			}
+			attrs = append(attrs, attributeLine{line: i + 1, attr: a})
+			continue
 		}
 		r, err := rel.Parse(line)
 		if err != nil {
@@ -232,5 +247,5 @@ func (w *workspace) parseRelationships(text string, maxRels int) []store.Update 
 		seen[r.Key()] = i + 1
 		updates = append(updates, store.Update{Op: store.Create, Relationship: r})
 	}
-	return updates
+	return updates, attrs
 }

@@ -4,56 +4,20 @@
 // under ./api/; nothing here reaches the network otherwise.
 "use strict";
 
-const EXAMPLE = {
-  language: "",
-  schema: `definition user {}
-
-definition group {
-  relation member: user | group#member
-}
-
-caveat on_network(ip ipaddress, cidr string) {
-  ip.in_cidr(cidr)
-}
-
-definition document {
-  relation owner: user
-  relation viewer: user | group#member | user with on_network
-  permission edit = owner
-  permission view = viewer + edit
-}`,
-  relationships: `document:readme#owner@user:ada
-document:readme#viewer@group:eng#member
-group:eng#member@user:alice
-document:plan#viewer@user:bob[on_network:{"cidr": "10.0.0.0/8"}]`,
-  checks: `document:readme#view@user:alice
-document:readme#edit@user:alice
-document:plan#view@user:bob
-document:plan#view@user:bob with {"ip": "10.1.2.3"}`,
-  assertions: `assertTrue:
-  - document:readme#view@user:alice
-  - document:readme#edit@user:ada
-assertFalse:
-  - document:readme#edit@user:alice
-assertCaveated:
-  - document:plan#view@user:bob`,
-  validation: `document:readme#view:
-  - "[group:eng#member] is <document:readme#viewer>"
-  - "[user:ada] is <document:readme#owner>"
-  - "[user:alice] is <group:eng#member>"`,
-};
-
 const FIELDS = ["schema", "relationships", "checks", "assertions", "validation"];
 const DEBOUNCE_MS = 300;
 
 // ---- editor ---------------------------------------------------------------------
 
-// Editor is an editable <pre> (plain text only) with a gutter of line numbers. Notes
-// (diagnostics, answers) are blocks placed between lines inside the <pre>; they are not
-// editable and are not part of the text.
+// Editor is an editable <pre> (plain text only) with a gutter of line numbers, its
+// text highlighted as it is typed. Notes (diagnostics, answers) are blocks placed
+// between lines inside the <pre>; they are not editable and are not part of the text.
+// Tab indents and Shift+Tab dedents once the editor is being edited; a keyboard user
+// who arrives by Tab leaves by Tab (and Escape releases Tab at any time).
 class Editor {
   constructor(host, onInput) {
     this.host = host;
+    this.kind = host.dataset.editor;
     this.gutter = document.createElement("div");
     this.gutter.className = "gutter";
     this.gutter.setAttribute("aria-hidden", "true");
@@ -70,15 +34,26 @@ class Editor {
     this.pre.setAttribute("role", "textbox");
     this.pre.setAttribute("aria-multiline", "true");
     this.pre.setAttribute("aria-label", host.dataset.label);
+    this.pre.setAttribute("aria-description", "Tab indents while editing; Escape, then Tab, moves on");
     this.pre.setAttribute("autocapitalize", "off");
     this.pre.setAttribute("autocorrect", "off");
     host.append(this.gutter, this.pre);
     this.notes = [];
     this.notesKey = "";
-    this.pre.addEventListener("input", () => {
-      this.renderGutter();
-      onInput();
+    this.onInput = onInput;
+    this.undo = [];
+    this.redo = [];
+    this.last = { text: "", caret: 0 };
+    this.tabIndents = false;
+    this.pre.addEventListener("input", (e) => {
+      if (e.isComposing) return;
+      this.changed();
     });
+    this.pre.addEventListener("compositionend", () => this.changed());
+    this.pre.addEventListener("keydown", (e) => this.key(e));
+    this.pre.addEventListener("beforeinput", (e) => this.newLine(e));
+    this.pre.addEventListener("pointerdown", () => { this.tabIndents = true; });
+    this.pre.addEventListener("blur", () => { this.tabIndents = false; this.markBrackets(-1); });
     new ResizeObserver(() => this.fitNotes()).observe(host);
   }
 
@@ -103,7 +78,88 @@ class Editor {
 
   set text(value) {
     this.notesKey = "";
-    this.render(value.replace(/\r\n?/g, "\n"), [], null);
+    this.undo = [];
+    this.redo = [];
+    value = value.replace(/\r\n?/g, "\n");
+    this.last = { text: value, caret: 0 };
+    this.render(value, [], null);
+  }
+
+  // changed re-highlights the text after an edit, keeping the caret and the notes,
+  // and records the text before it for undo.
+  changed() {
+    const text = this.text;
+    const caret = this.caret();
+    if (text === this.last.text) return;
+    this.undo.push(this.last);
+    if (this.undo.length > 200) this.undo.shift();
+    this.redo = [];
+    this.last = { text, caret: caret === null ? text.length : caret };
+    this.tabIndents = true;
+    this.render(text, this.notes, caret);
+    this.onInput();
+  }
+
+  // edit replaces text[from:to] with insert, as if typed, and puts the caret at caret.
+  edit(from, to, insert, caret) {
+    const text = this.text;
+    this.render(text.slice(0, from) + insert + text.slice(to), this.notes, null);
+    this.setCaret(caret);
+    this.changed();
+  }
+
+  key(e) {
+    if (e.key === "Escape") {
+      this.tabIndents = false;
+      return;
+    }
+    const mod = e.ctrlKey || e.metaKey;
+    if (mod && !e.altKey && (e.key === "z" || e.key === "Z" || e.key === "y")) {
+      e.preventDefault();
+      this.history(e.key === "y" || e.shiftKey ? this.redo : this.undo, e.key === "y" || e.shiftKey ? this.undo : this.redo);
+      return;
+    }
+    if (mod || e.altKey) return;
+    const [from, to] = this.selection();
+    if (from === null) return;
+    const text = this.text;
+    const lineStart = text.lastIndexOf("\n", from - 1) + 1;
+    if (e.key === "Tab" && this.tabIndents) {
+      e.preventDefault();
+      if (e.shiftKey) {
+        const n = /^ {0,2}/.exec(text.slice(lineStart))[0].length;
+        this.edit(lineStart, lineStart + n, "", Math.max(lineStart, from - n));
+      } else if (from === to) {
+        this.edit(from, to, "  ", from + 2);
+      } else {
+        // Indent every selected line.
+        const block = text.slice(lineStart, to).replace(/^/gm, "  ");
+        this.edit(lineStart, to, block, lineStart + block.length);
+      }
+    }
+  }
+
+  // newLine keeps the line's indentation on a new line, one step deeper after an
+  // opening bracket. It acts on the line break being inserted rather than on the Enter
+  // key, so that it runs once however the break arrives.
+  newLine(e) {
+    if (e.inputType !== "insertParagraph" && e.inputType !== "insertLineBreak" && !(e.inputType === "insertText" && e.data === "\n")) return;
+    const [from, to] = this.selection();
+    if (from === null) return;
+    e.preventDefault();
+    const text = this.text;
+    const before = text.slice(text.lastIndexOf("\n", from - 1) + 1, from);
+    const indent = /^[ \t]*/.exec(before)[0] + (/[{([]\s*$/.test(before) ? "  " : "");
+    this.edit(from, to, "\n" + indent, from + 1 + indent.length);
+  }
+
+  history(from, to) {
+    const prev = from.pop();
+    if (!prev) return;
+    to.push({ text: this.text, caret: this.caret() || 0 });
+    this.last = prev;
+    this.render(prev.text, this.notes, prev.caret);
+    this.onInput();
   }
 
   // setNotes places notes ({line, message, kind}) under their lines, re-rendering only
@@ -118,31 +174,47 @@ class Editor {
 
   render(text, notes, caret) {
     this.notes = notes;
-    const lines = text.split("\n");
+    const lineCount = text.split("\n").length;
     const byLine = new Map();
     for (const n of notes) {
-      const line = Math.min(Math.max(n.line, 1), lines.length);
+      const line = Math.min(Math.max(n.line, 1), lineCount);
       if (!byLine.has(line)) byLine.set(line, []);
       byLine.get(line).push(n);
     }
     const frag = document.createDocumentFragment();
-    let pending = "";
-    lines.forEach((l, i) => {
-      pending += l + (i < lines.length - 1 ? "\n" : "");
-      const here = byLine.get(i + 1);
-      if (!here) return;
-      if (pending) frag.append(document.createTextNode(pending));
-      pending = "";
-      for (const n of here) {
+    const widgets = (line) => {
+      for (const n of byLine.get(line) || []) {
         const w = document.createElement("div");
         w.className = "widget " + n.kind;
         w.contentEditable = "false";
-        w.dataset.line = String(i + 1);
+        w.dataset.line = String(line);
         w.textContent = n.message;
         frag.append(w);
       }
-    });
-    if (pending) frag.append(document.createTextNode(pending));
+    };
+    let line = 1;
+    let at = 0;
+    for (const [cls, tok] of tokens(this.kind, text)) {
+      tok.split("\n").forEach((part, i) => {
+        if (i > 0) {
+          frag.append(document.createTextNode("\n"));
+          widgets(line++);
+          at++;
+        }
+        if (!part) return;
+        if (!cls) {
+          frag.append(document.createTextNode(part));
+        } else {
+          const span = document.createElement("span");
+          span.className = "tok-" + cls;
+          if (cls === "br") span.dataset.at = String(at);
+          span.textContent = part;
+          frag.append(span);
+        }
+        at += part.length;
+      });
+    }
+    widgets(line);
     if (text === "" || text.endsWith("\n")) {
       // A trailing line break shows an empty last line only when something follows it.
       const br = document.createElement("br");
@@ -153,6 +225,33 @@ class Editor {
     this.renderGutter();
     this.fitNotes();
     if (caret !== null) this.setCaret(caret);
+  }
+
+  // markBrackets emphasises the bracket next to the caret and its match.
+  markBrackets(caret) {
+    for (const b of this.pre.querySelectorAll(".tok-br.match")) b.classList.remove("match");
+    if (caret < 0) return;
+    const text = this.text;
+    for (const at of [caret - 1, caret]) {
+      const other = at >= 0 ? matchBracket(text, at) : -1;
+      if (other < 0) continue;
+      for (const i of [at, other]) {
+        const b = this.pre.querySelector(`.tok-br[data-at="${i}"]`);
+        if (b) b.classList.add("match");
+      }
+      return;
+    }
+  }
+
+  // lineVisible scrolls the editor to line if it is out of view.
+  revealLine(line) {
+    const w = this.pre.querySelector(`.widget[data-line="${line}"]`);
+    if (!w) return;
+    const box = this.host.getBoundingClientRect();
+    const r = w.getBoundingClientRect();
+    if (r.top < box.top || r.bottom > box.bottom) {
+      this.host.scrollTop += r.top - box.top - box.height / 3;
+    }
   }
 
   renderGutter() {
@@ -185,11 +284,22 @@ class Editor {
   }
 
   caret() {
+    return this.selection()[1];
+  }
+
+  // selection returns the text offsets of the selection's start and end (the end is
+  // where the caret is), or nulls when the selection is elsewhere.
+  selection() {
     const sel = window.getSelection();
-    if (!sel.rangeCount || !this.pre.contains(sel.anchorNode)) return null;
+    if (!sel.rangeCount || !this.pre.contains(sel.anchorNode)) return [null, null];
+    const r = sel.getRangeAt(0);
+    return [this.offset(r.startContainer, r.startOffset), this.offset(r.endContainer, r.endOffset)];
+  }
+
+  offset(node, off) {
     const r = document.createRange();
     r.setStart(this.pre, 0);
-    r.setEnd(sel.anchorNode, sel.anchorOffset);
+    r.setEnd(node, off);
     const holder = document.createElement("div");
     holder.append(r.cloneContents());
     return textOfFragment(holder);
@@ -245,12 +355,43 @@ function state() {
   return s;
 }
 
+// load puts s into the editors, and clears what the last validation run found: its
+// answers belong to the work it ran on.
 function load(s) {
   $("language").value = s.language || "";
   for (const f of FIELDS) {
     if (typeof s[f] === "string") editors[f].text = s[f];
   }
+  expectedAnswers = "";
+  $("regenerate").disabled = true;
+  $("validation-results").replaceChildren();
+  pathCheck = null;
   languageChanged();
+  save();
+}
+
+// The work is kept in the browser's local storage, so that it survives a reload.
+const SAVED = "latch-playground-work";
+let saveTimer = 0;
+
+function save() {
+  clearTimeout(saveTimer);
+  saveTimer = setTimeout(() => {
+    try {
+      localStorage.setItem(SAVED, JSON.stringify(state()));
+    } catch {
+      // Storage full or disabled: the work lives as long as the page.
+    }
+  }, 200);
+}
+
+function saved() {
+  try {
+    const s = JSON.parse(localStorage.getItem(SAVED) || "null");
+    return s && typeof s.schema === "string" ? s : null;
+  } catch {
+    return null;
+  }
 }
 
 async function api(path, body) {
@@ -312,7 +453,16 @@ function showAnalysis(out) {
     message: `${d.severity === "warning" ? "warning" : "error"} ${d.line}:${d.col || 1}: ${d.message}`,
   })));
   editors.relationships.setNotes(out.relationships.map((d) => ({ line: d.line, kind: "error", message: d.message })));
+  // The first schema error, wherever it is, is brought into view.
+  const first = out.schema.find((d) => d.severity === "error");
+  if (first && first.line !== shownError) editors.schema.revealLine(first.line);
+  shownError = first ? first.line : 0;
+  relationshipErrors = new Map(out.relationships.map((d) => [d.line, d.message]));
+  if (!$("relationships-grid").hidden) renderGrid();
+  if (!$("schema-graph").hidden) renderGraph();
 }
+
+let shownError = 0;
 
 const RESULT_LABEL = {
   HAS_PERMISSION: ["has", "has permission"],
@@ -321,7 +471,10 @@ const RESULT_LABEL = {
   DEPTH_EXCEEDED: ["depth", "depth exceeded"],
 };
 
+let lastChecks = [];
+
 function showChecks(checks) {
+  lastChecks = checks;
   editors.checks.setNotes(checks.map((c) => {
     if (c.error) return { line: c.line, kind: "error", message: c.error };
     const [kind, label] = RESULT_LABEL[c.result];
@@ -339,7 +492,7 @@ function showChecks(checks) {
       d.className = "check";
       const sum = document.createElement("summary");
       const [kind, label] = RESULT_LABEL[c.result];
-      sum.append(badge(kind, label), code(c.text));
+      sum.append(badge(kind, label), code(c.text), pathButton(c));
       // The trace's first step is the check itself: its time goes in the summary and
       // its caveats and steps under it.
       const root = c.trace;
@@ -357,6 +510,21 @@ function showChecks(checks) {
     list.append(li);
   }
   $("check-results").replaceChildren(...(checks.length ? [list] : []));
+}
+
+// pathButton shows the check's path in the graph view.
+function pathButton(c) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "path-button";
+  b.textContent = "graph";
+  b.title = "Show this check's path as a graph beside the schema's";
+  b.addEventListener("click", (e) => {
+    e.preventDefault();
+    pathCheck = c.text;
+    showView("schema", "graph");
+  });
+  return b;
 }
 
 function badge(kind, text) {
@@ -448,6 +616,7 @@ function regenerate() {
   if (!expectedAnswers) return;
   selectTab("validation");
   editors.validation.text = expectedAnswers;
+  save();
   setStatus("expected relations rewritten from the answers; run the assertions to check them");
 }
 
@@ -467,10 +636,23 @@ async function runValidation() {
   const notes = { assertions: [], validation: [] };
   const list = document.createElement("ul");
   for (const f of out.failures) {
-    if (notes[f.editor] && f.line) notes[f.editor].push({ line: f.line, kind: "error", message: f.message });
     const li = document.createElement("li");
     li.className = "failure";
-    li.textContent = (f.editor ? `${editorLabel(f.editor)}${f.line ? " line " + f.line : ""}: ` : "") + f.message;
+    if (notes[f.editor] && f.line) {
+      // Shown under its line; the list only points there.
+      notes[f.editor].push({ line: f.line, kind: "error", message: f.message });
+      const a = document.createElement("button");
+      a.type = "button";
+      a.className = "link";
+      a.textContent = `${editorLabel(f.editor)} line ${f.line}`;
+      a.addEventListener("click", () => {
+        selectTab(f.editor);
+        editors[f.editor].revealLine(f.line);
+      });
+      li.append(a, " " + firstLine(f.message));
+    } else {
+      li.textContent = (f.editor ? `${editorLabel(f.editor)}${f.line ? " line " + f.line : ""}: ` : "") + f.message;
+    }
     list.append(li);
   }
   expectedAnswers = out.expected;
@@ -485,6 +667,11 @@ async function runValidation() {
     : `all ${out.checked} passed`;
   $("validation-results").replaceChildren(head, list);
   setStatus(head.textContent, out.failures.length > 0);
+}
+
+function firstLine(msg) {
+  const line = msg.split("\n")[0];
+  return line.length > 70 ? line.slice(0, 69) + "…" : line;
 }
 
 function editorLabel(name) {
@@ -563,6 +750,118 @@ async function fromLink() {
   }
 }
 
+// ---- views: the relationships grid and the graph ------------------------------------
+
+let relationshipErrors = new Map();
+let pathCheck = null; // the text of the check whose path the graph view shows
+
+// showView shows a panel's editor ("text") or its other view ("grid", "graph").
+function showView(panel, view) {
+  const other = panel === "schema" ? "schema-graph" : "relationships-grid";
+  for (const b of document.querySelectorAll(`[data-panel=${panel}] [data-view]`)) {
+    b.setAttribute("aria-pressed", String(b.dataset.view === view));
+  }
+  $(other).hidden = view === "text";
+  editors[panel].host.hidden = view !== "text";
+  if (view === "grid") renderGrid();
+  if (view === "graph") renderGraph();
+  if (view === "text") {
+    editors[panel].fitNotes();
+    editors[panel].renderGutter();
+  }
+}
+
+// A relationship line split in the grid's columns: resource, relation, subject and
+// the rest (caveat, expiration); a Permify attribute as entity, $name, type:value.
+const GRID_LINE = /^\s*([^\s#@$]+)(?:#([^\s@]+)@([^\s[]+)(.*)|\$([^\s|]+)\|(.*))$/;
+
+function renderGrid() {
+  const lines = editors.relationships.text.split("\n");
+  const body = document.createElement("tbody");
+  lines.forEach((line, i) => {
+    if (!line.trim() || line.trim().startsWith("//")) return;
+    const tr = document.createElement("tr");
+    const m = GRID_LINE.exec(line);
+    const cells = !m ? [line] : m[5] !== undefined ? [m[1], "$" + m[5], m[6], ""] : [m[1], m[2], m[3], m[4].trim()];
+    cells.forEach((value, c) => {
+      const td = document.createElement("td");
+      if (cells.length === 1) td.colSpan = 4;
+      const input = document.createElement("input");
+      input.value = value;
+      input.spellcheck = false;
+      input.setAttribute("aria-label", `line ${i + 1} ${["resource", "relation", "subject", "caveat"][c]}`);
+      input.addEventListener("change", () => setGridLine(i, tr));
+      td.append(input);
+      tr.append(td);
+    });
+    const del = document.createElement("td");
+    const x = document.createElement("button");
+    x.type = "button";
+    x.textContent = "×";
+    x.title = "Delete line " + (i + 1);
+    x.addEventListener("click", () => setGridLine(i, null));
+    del.append(x);
+    tr.append(del);
+    if (relationshipErrors.has(i + 1)) {
+      tr.className = "bad";
+      tr.title = relationshipErrors.get(i + 1);
+    }
+    body.append(tr);
+  });
+  $("relationships-grid").querySelector("tbody").replaceWith(body);
+}
+
+// setGridLine writes row tr back into line i of the relationships (null deletes it).
+function setGridLine(i, tr) {
+  const lines = editors.relationships.text.split("\n");
+  if (tr === null) {
+    lines.splice(i, 1);
+  } else {
+    const v = Array.from(tr.querySelectorAll("input"), (e) => e.value.trim());
+    if (v.length === 1) lines[i] = v[0];
+    else if (v[1].startsWith("$")) lines[i] = `${v[0]}${v[1]}|${v[2]}`;
+    else lines[i] = `${v[0]}#${v[1]}@${v[2]}${v[3]}`;
+  }
+  editors.relationships.text = lines.join("\n");
+  renderGrid();
+  scheduleChecks();
+  save();
+}
+
+// renderGraph draws the schema's diagram and, when one was chosen, a check's path,
+// with the schema's relations on that path emphasised.
+function renderGraph() {
+  const host = $("schema-graph");
+  const check = pathCheck && lastChecks.find((c) => c.text === pathCheck && c.trace);
+  const steps = new Set();
+  const walk = (n) => {
+    steps.add(n.type + "#" + n.relation);
+    for (const c of n.children || []) walk(c);
+  };
+  if (check) walk(check.trace);
+  const parts = [];
+  const defs = schemaModel(editors.schema.text);
+  if (check) {
+    const h = document.createElement("h3");
+    h.append("Path of ", code(check.text));
+    const close = document.createElement("button");
+    close.type = "button";
+    close.textContent = "hide path";
+    close.className = "link";
+    close.addEventListener("click", () => {
+      pathCheck = null;
+      renderGraph();
+    });
+    h.append(" ", close);
+    parts.push(h, drawPath(check, (rs) => RESULT_LABEL[summarize(rs)][0]));
+  }
+  const h = document.createElement("h3");
+  h.textContent = defs.length ? "Schema" : "No definitions to draw yet";
+  parts.push(h);
+  if (defs.length) parts.push(drawSchema(defs, steps));
+  host.replaceChildren(...parts);
+}
+
 // ---- wiring -------------------------------------------------------------------------
 
 function setLanguageLabels(lang) {
@@ -596,9 +895,40 @@ function wire() {
   for (const host of document.querySelectorAll("[data-editor]")) {
     const name = host.dataset.editor;
     const validation = name === "assertions" || name === "validation";
-    editors[name] = new Editor(host, validation ? () => {} : scheduleChecks);
+    editors[name] = new Editor(host, () => {
+      save();
+      if (!validation) scheduleChecks();
+    });
   }
-  $("language").addEventListener("change", languageChanged);
+  $("language").addEventListener("change", () => {
+    languageChanged();
+    save();
+  });
+  for (const [key, ex] of Object.entries(EXAMPLES)) $("example").append(new Option(ex.title, key));
+  $("example").addEventListener("change", () => {
+    const ex = EXAMPLES[$("example").value];
+    $("example").value = "";
+    if (!ex) return;
+    load(ex);
+    runChecks().then(() => setStatus(`loaded the example “${ex.title}”`));
+  });
+  for (const b of document.querySelectorAll("[data-view]")) {
+    b.addEventListener("click", () => showView(b.closest(".panel").dataset.panel, b.dataset.view));
+  }
+  $("grid-add").addEventListener("click", () => {
+    const text = editors.relationships.text;
+    editors.relationships.text = text + (text && !text.endsWith("\n") ? "\n" : "") + "type:id#relation@type:id";
+    renderGrid();
+    scheduleChecks();
+    save();
+    const inputs = $("relationships-grid").querySelectorAll("tbody tr:last-child input");
+    if (inputs.length) inputs[0].select();
+  });
+  document.addEventListener("selectionchange", () => {
+    for (const ed of Object.values(editors)) {
+      if (document.activeElement === ed.pre) ed.markBrackets(ed.caret() ?? -1);
+    }
+  });
   $("run-checks").addEventListener("click", runChecks);
   $("run-validation").addEventListener("click", runValidation);
   $("regenerate").addEventListener("click", regenerate);
@@ -636,7 +966,7 @@ function wire() {
 
 async function start() {
   wire();
-  if (!(await fromLink())) load(EXAMPLE);
+  if (!(await fromLink())) load(saved() || EXAMPLES.documents);
   await runChecks();
   document.body.dataset.ready = "true";
 }
