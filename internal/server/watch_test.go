@@ -235,7 +235,9 @@ func TestWatchFromCollectedRevision(t *testing.T) {
 	}
 }
 
-// Object types and relationship filters together are refused.
+// Object types and relationship filters together are refused, as SpiceDB refuses them
+// (INVALID_ARGUMENT without a reason); a filter naming an unknown type is refused as
+// SpiceDB refuses it.
 func TestWatchRequestErrors(t *testing.T) {
 	ts := start(t, nil)
 	ctx := ctxT(t)
@@ -243,7 +245,13 @@ func TestWatchRequestErrors(t *testing.T) {
 		OptionalObjectTypes:         []string{"document"},
 		OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "document"}},
 	}).Recv()
-	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_FILTER)
+	st := wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if st.Message() != "cannot specify both object types and relationship filters" {
+		t.Errorf("message %q", st.Message())
+	}
+	ts.writeSchema(t, "definition user {}")
+	_, err = ts.watch(ctx, t, &v1.WatchRequest{OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "nope"}}}).Recv()
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION)
 }
 
 // The gateway serves watch on SpiceDB's path as a stream of JSON lines.
