@@ -143,7 +143,7 @@ func TestCompileDiagnostics(t *testing.T) {
 	}{
 		{"a +", []Param{{"a", Type{Kind: Int}}}, 1, "Syntax error"},
 		{"a == 1 &&\n  missing", []Param{{"a", Type{Kind: Int}}}, 2, "undeclared reference"},
-		{"a + 1", []Param{{"a", Type{Kind: Int}}}, 1, "must be a boolean"},
+		{"a + 1", []Param{{"a", Type{Kind: Int}}}, 1, "must result in a boolean value"},
 		{"a == 'x'", []Param{{"a", Type{Kind: Int}}}, 1, "no matching overload"},
 		{"", nil, 1, "empty"},
 	} {

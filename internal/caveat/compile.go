@@ -36,6 +36,9 @@ var ErrCostExceeded = errors.New("caveat evaluation exceeded its cost limit")
 type Diagnostic struct {
 	Line, Col int
 	Msg       string
+	// Located: CEL gave the position (a problem inside the expression); otherwise
+	// the problem is with the whole expression and Line and Col are 1.
+	Located bool
 }
 
 // Compiled is a type-checked caveat expression, ready to evaluate concurrently.
@@ -80,17 +83,19 @@ func Compile(name string, params []Param, expr string) (*Compiled, []Diagnostic)
 			if loc != nil && loc.Line() > 0 {
 				line, col = loc.Line(), loc.Column()+1
 			}
+			located := loc != nil && loc.Line() > 0
 			if strings.HasPrefix(e.Message, recursionLimitMsg) {
 				line, col = deepest(expr)
+				located = true
 			}
-			diags = append(diags, Diagnostic{Line: line, Col: col, Msg: e.Message})
+			diags = append(diags, Diagnostic{Line: line, Col: col, Msg: e.Message, Located: located})
 		}
 		return nil, diags
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, []Diagnostic{{
 			Line: 1, Col: 1,
-			Msg: fmt.Sprintf("caveat expression must be a boolean, but it is of type %s", ast.OutputType()),
+			Msg: fmt.Sprintf("caveat expression must result in a boolean value: found `%s`", ast.OutputType()),
 		}}
 	}
 	if est, err := env.EstimateCost(ast, sizesUpTo(assumedSize)); err == nil && est.Max > maxCost {

@@ -17,7 +17,7 @@ type ParamTypeError struct {
 }
 
 func (e *ParamTypeError) Error() string {
-	return fmt.Sprintf("caveat `%s` parameter `%s` (%s): %v", e.Caveat, e.Param, e.Type, e.Err)
+	return fmt.Sprintf("could not convert context parameter `%s`: for %s: %v", e.Param, e.Type, e.Err)
 }
 
 func (e *ParamTypeError) Unwrap() error { return e.Err }
@@ -62,7 +62,7 @@ func convert(t Type, v any) (any, bool, error) {
 	case Any:
 		return v, false, nil
 	case Bool:
-		return require[bool](v, "a boolean")
+		return require[bool](v, "a bool")
 	case String:
 		return require[string](v, "a string")
 	case Int:
@@ -96,7 +96,7 @@ func elemOf(t Type) Type {
 
 func require[T any](v any, what string) (any, bool, error) {
 	if _, ok := v.(T); !ok {
-		return nil, false, fmt.Errorf("%s is required, found %s", what, describe(v))
+		return nil, false, fmt.Errorf("%s value is required, but found %s", what, found(v))
 	}
 	return v, false, nil
 }
@@ -219,11 +219,11 @@ func toTimestamp(v any) (any, bool, error) {
 	case string:
 		t, err := time.Parse(time.RFC3339, x)
 		if err != nil {
-			return nil, false, fmt.Errorf("an RFC 3339 timestamp like \"2030-01-02T15:04:05Z\" is required, found %q", clip(x))
+			return nil, false, fmt.Errorf("could not parse RFC 3339 formatted timestamp string `%s`: %w", clip(x), err)
 		}
 		return t, true, nil
 	}
-	return nil, false, fmt.Errorf("an RFC 3339 timestamp string is required, found %s", describe(v))
+	return nil, false, fmt.Errorf("timestamps requires a RFC 3339 formatted timestamp string, found: %s", found(v))
 }
 
 func toIP(v any) (any, bool, error) {
@@ -312,6 +312,14 @@ func describe(v any) string {
 		return "an object"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// found names a JSON-shaped value as SpiceDB's messages do: its Go type and value.
+func found(v any) string {
+	if s, ok := v.(string); ok {
+		v = clip(s)
+	}
+	return clip(fmt.Sprintf("%T `%v`", v, v))
 }
 
 func clip(s string) string {

@@ -83,7 +83,7 @@ func parseType(s string) (Type, string, error) {
 	}
 	kind, ok := kindByName(name)
 	if !ok {
-		return Type{}, "", fmt.Errorf("unknown caveat parameter type `%s`; expected one of %s", name, typeList())
+		return Type{}, "", fmt.Errorf("unknown type `%s`; expected one of %s", name, typeList())
 	}
 	if kind != List && kind != Map {
 		if strings.HasPrefix(strings.TrimLeft(rest, " \t"), "<") {

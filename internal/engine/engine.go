@@ -20,6 +20,14 @@ import (
 // ErrWildcardSubject is returned when a check names a wildcard as its subject.
 var ErrWildcardSubject = errors.New("cannot perform check on wildcard subject")
 
+// errWildcardLookup is ErrWildcardSubject for LookupResources, worded as SpiceDB's.
+var errWildcardLookup error = wildcardLookupError{}
+
+type wildcardLookupError struct{}
+
+func (wildcardLookupError) Error() string        { return "cannot perform lookup resources on wildcard" }
+func (wildcardLookupError) Is(target error) bool { return target == ErrWildcardSubject }
+
 // Config tunes an Engine.
 type Config struct {
 	// MaxDepth bounds how many relations and arrows one check may traverse in a chain;

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
@@ -57,7 +59,13 @@ func resourcesTarget(s *ir.Schema, req LookupResourcesRequest) (*ir.Relation, er
 	if err != nil {
 		return nil, err
 	}
-	return target, validateSubject(s, req.Subject)
+	if err := validateSubject(s, req.Subject); err != nil {
+		if errors.Is(err, ErrWildcardSubject) {
+			return nil, errWildcardLookup
+		}
+		return nil, err
+	}
+	return target, nil
 }
 
 // subjectsTarget validates a lookup of subjects and returns the permission it asks.

@@ -19,14 +19,14 @@ import (
 type ExistsError struct{ Name string }
 
 func (e *ExistsError) Error() string {
-	return fmt.Sprintf("a relationship counter named %q is already registered", e.Name)
+	return fmt.Sprintf("counter with name `%s` already registered", e.Name)
 }
 
 // UnknownError: no counter has that name.
 type UnknownError struct{ Name string }
 
 func (e *UnknownError) Error() string {
-	return fmt.Sprintf("no relationship counter named %q is registered", e.Name)
+	return fmt.Sprintf("counter with name `%s` not found", e.Name)
 }
 
 // Register names f in cs; the name must be new.

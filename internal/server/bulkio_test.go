@@ -180,7 +180,7 @@ func TestRelationshipCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := exp.ExperimentalRegisterRelationshipCounter(ctxT(t), &v1.ExperimentalRegisterRelationshipCounterRequest{Name: "u1docs", RelationshipFilter: filter})
-	wantCode(t, err, codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_COUNTER_ALREADY_REGISTERED)
 	_, err = exp.ExperimentalRegisterRelationshipCounter(ctxT(t), &v1.ExperimentalRegisterRelationshipCounterRequest{Name: "bad", RelationshipFilter: &v1.RelationshipFilter{ResourceType: "nope"}})
 	if err == nil {
 		t.Error("a counter over an unknown type was registered")
@@ -196,5 +196,5 @@ func TestRelationshipCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = exp.ExperimentalCountRelationships(ctxT(t), &v1.ExperimentalCountRelationshipsRequest{Name: "u1docs"})
-	wantCode(t, err, codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_COUNTER_NOT_REGISTERED)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/protobuf/proto"
@@ -17,13 +18,18 @@ import (
 // revisionFor picks the revision a read runs at. It is the one place consistency is
 // decided: fully_consistent reads the head; at_exact_snapshot the token's revision;
 // minimize_latency (and no consistency) a recent quantized revision, shared by the
-// requests of a window; at_least_as_fresh the newer of that and the token's.
+// requests of a window; at_least_as_fresh the newer of that and the token's. A token
+// SpiceDB issued names no revision here: at_least_as_fresh reads the head, which is
+// fresh enough for any of them, and at_exact_snapshot is refused.
 func (s *Server) revisionFor(ctx context.Context, c *v1.Consistency) (store.Revision, error) {
 	switch req := c.GetRequirement().(type) {
 	case *v1.Consistency_FullyConsistent:
 		return s.store.HeadRevision(ctx)
 	case *v1.Consistency_AtLeastAsFresh:
 		tok, err := decodeToken(req.AtLeastAsFresh)
+		if _, ok := errors.AsType[*zedtoken.ForeignError](err); ok {
+			return s.store.HeadRevision(ctx)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -77,10 +83,16 @@ func (s *Server) readerFor(ctx context.Context, c *v1.Consistency) (store.Reader
 	return s.timed(ctx, r), nil
 }
 
+// decodeToken returns the revision of a token this server issued; a token SpiceDB
+// issued fails with a *foreignTokenError (wrapping the *zedtoken.ForeignError), any
+// other with an *invalidTokenError.
 func decodeToken(t *v1.ZedToken) (store.Revision, error) {
 	rev, err := zedtoken.Decode(t.GetToken())
+	if f, ok := errors.AsType[*zedtoken.ForeignError](err); ok {
+		return 0, &foreignTokenError{f}
+	}
 	if err != nil {
-		return 0, &invalidTokenError{err}
+		return 0, &invalidTokenError{err: err}
 	}
 	return rev, nil
 }

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/codes"
 )
 
 func minimizeLatency() *v1.Consistency {
@@ -94,4 +96,35 @@ func TestAtLeastAsFreshSeesEveryWrite(t *testing.T) {
 			t.Fatalf("write %d: at_least_as_fresh its token: %v, %v; want %v", i, resp, err, want)
 		}
 	}
+}
+
+// ZedTokens SpiceDB issued (issue 30, item 3): at_least_as_fresh with one reads at the
+// head, so a write just made is seen even with a quantization window far longer than
+// the test; at_exact_snapshot and a watch from one are refused with
+// FAILED_PRECONDITION naming the reason; garbage is still INVALID_ARGUMENT.
+func TestSpiceDBTokens(t *testing.T) {
+	ts := start(t, func(c *Config) { c.QuantizationWindow = time.Hour })
+	ts.writeSchema(t, "definition user {}\ndefinition doc { relation viewer: user\n permission view = viewer }")
+	ts.write(t, relationship("doc", "d1", "viewer", "user", "anne", ""))
+	// A token in the form SpiceDB v1.56 issues: its revision and its datastore's id prefix.
+	const spicedbToken = "Gh8KEzE3OTU3Mzg4MDk4NjUwNzY5MjgSCGFlN2ZkNjE5"
+	resp, err := ts.check(t, &v1.Consistency{Requirement: &v1.Consistency_AtLeastAsFresh{AtLeastAsFresh: &v1.ZedToken{Token: spicedbToken}}},
+		obj("doc", "d1"), "view", sub("user", "anne", ""))
+	if err != nil || resp.GetPermissionship() != v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION {
+		t.Fatalf("at_least_as_fresh with a SpiceDB token: %v, %v", resp, err)
+	}
+	_, err = ts.check(t, &v1.Consistency{Requirement: &v1.Consistency_AtExactSnapshot{AtExactSnapshot: &v1.ZedToken{Token: spicedbToken}}},
+		obj("doc", "d1"), "view", sub("user", "anne", ""))
+	st := wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if !strings.Contains(st.Message(), "issued by SpiceDB") || !strings.Contains(st.Message(), "1795738809865076928") {
+		t.Errorf("at_exact_snapshot message %q does not name the reason and the revision", st.Message())
+	}
+	stream, err := v1.NewWatchServiceClient(ts.conn).Watch(ctxT(t), &v1.WatchRequest{OptionalStartCursor: &v1.ZedToken{Token: spicedbToken}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	_, err = ts.check(t, &v1.Consistency{Requirement: &v1.Consistency_AtLeastAsFresh{AtLeastAsFresh: &v1.ZedToken{Token: "bm90IGEgdG9rZW4="}}},
+		obj("doc", "d1"), "view", sub("user", "anne", ""))
+	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
 }

@@ -10,6 +10,9 @@ import (
 
 func (e *experimentalService) ExperimentalRegisterRelationshipCounter(ctx context.Context, req *v1.ExperimentalRegisterRelationshipCounterRequest) (*v1.ExperimentalRegisterRelationshipCounterResponse, error) {
 	s := e.perms.s
+	if req.GetName() == "" {
+		return nil, s.status(&counterNameError{})
+	}
 	if err := s.checkFilterAtHead(ctx, req.GetRelationshipFilter(), nil); err != nil {
 		return nil, s.status(err)
 	}
@@ -25,7 +28,8 @@ func (e *experimentalService) ExperimentalCountRelationships(ctx context.Context
 	if err != nil {
 		return nil, s.status(err)
 	}
-	r, err := s.readerFor(ctx, nil)
+	// At the head, as SpiceDB counts: a count read right after a write includes it.
+	r, err := s.readerFor(ctx, headConsistency)
 	if err != nil {
 		return nil, s.status(err)
 	}
@@ -37,6 +41,11 @@ func (e *experimentalService) ExperimentalCountRelationships(ctx context.Context
 		ReadCounterValue: &v1.ReadCounterValue{RelationshipCount: n, ReadAt: tokenFor(r.Revision())},
 	}}, nil
 }
+
+// counterNameError: a counter registered without a name.
+type counterNameError struct{}
+
+func (*counterNameError) Error() string { return "name must be provided" }
 
 func (e *experimentalService) ExperimentalUnregisterRelationshipCounter(ctx context.Context, req *v1.ExperimentalUnregisterRelationshipCounterRequest) (*v1.ExperimentalUnregisterRelationshipCounterResponse, error) {
 	s := e.perms.s

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"strconv"
 	"strings"
 
@@ -11,7 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latch-authz/latch/internal/engine"
-	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
 // traceWriter converts the engine's check traces of one request to SpiceDB's
@@ -26,14 +26,11 @@ type traceWriter struct {
 	ops map[*engine.TraceNode]string
 }
 
-// newTraceWriter reads the schema the traces were evaluated under, which SpiceDB
-// returns beside them (schema_used).
-func newTraceWriter(ctx context.Context, r store.Reader) (*traceWriter, error) {
-	text, err := r.Schema(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &traceWriter{schema: strings.TrimSpace(text), ops: map[*engine.TraceNode]string{}}, nil
+// newTraceWriter starts the traces of one request evaluated under sch, which SpiceDB
+// returns beside them (schema_used) in its canonical form (what `zed permission check
+// --explain --schema` prints), not as it was written.
+func newTraceWriter(sch *ir.Schema) *traceWriter {
+	return &traceWriter{schema: schema.Format(sch), ops: map[*engine.TraceNode]string{}}
 }
 
 func (w *traceWriter) info(subject *v1.SubjectReference, n *engine.TraceNode) *v1.DebugInformation {
@@ -74,6 +71,12 @@ func (w *traceWriter) step(subject *v1.SubjectReference, n *engine.TraceNode) *v
 		out.Resolution = &v1.CheckDebugTrace_SubProblems_{SubProblems: &v1.CheckDebugTrace_SubProblems{Traces: sub}}
 	}
 	out.CaveatEvaluationInfo = caveatInfo(n, out)
+	// SpiceDB reports a step granted through a caveat that evaluated true as
+	// CONDITIONAL_PERMISSION beside the caveat's TRUE (and zed then prints no subject
+	// line under it, as it does under a step granted outright).
+	if grantedByCaveat(out) {
+		out.Result = v1.CheckDebugTrace_PERMISSIONSHIP_CONDITIONAL_PERMISSION
+	}
 	return out
 }
 
@@ -113,7 +116,8 @@ func caveatInfo(n *engine.TraceNode, out *v1.CheckDebugTrace) *v1.CaveatEvalInfo
 	}
 	var inherited *v1.CaveatEvalInfo
 	for _, c := range out.GetSubProblems().GetTraces() {
-		if c.CaveatEvaluationInfo == nil || c.Result != out.Result {
+		granted := out.Result == v1.CheckDebugTrace_PERMISSIONSHIP_HAS_PERMISSION && grantedByCaveat(c)
+		if c.CaveatEvaluationInfo == nil || (c.Result != out.Result && !granted) {
 			continue
 		}
 		if inherited != nil {
@@ -122,6 +126,15 @@ func caveatInfo(n *engine.TraceNode, out *v1.CheckDebugTrace) *v1.CaveatEvalInfo
 		inherited = c.CaveatEvaluationInfo
 	}
 	return inherited
+}
+
+// grantedByCaveat reports a step granted with a caveat that evaluated true.
+func grantedByCaveat(t *v1.CheckDebugTrace) bool {
+	switch t.Result {
+	case v1.CheckDebugTrace_PERMISSIONSHIP_HAS_PERMISSION, v1.CheckDebugTrace_PERMISSIONSHIP_CONDITIONAL_PERMISSION:
+		return t.GetCaveatEvaluationInfo().GetResult() == v1.CaveatEvalInfo_RESULT_TRUE
+	}
+	return false
 }
 
 func caveatTraceToV1(c *engine.CaveatTrace) *v1.CaveatEvalInfo {

@@ -128,7 +128,7 @@ doc:d1 read PERMISSION CONDITIONAL_PERMISSION caveat ipok "ip == allowed" MISSIN
   doc:d1 banned RELATION NO_PERMISSION cached=false
 `},
 		{"caveat true", obj("doc", "d1"), "reader", sub("user", "bob", ""), map[string]any{"ip": "1", "allowed": "1", "unused": true}, `
-doc:d1 reader RELATION HAS_PERMISSION cached=false caveat ipok "ip == allowed" TRUE context={"allowed":"1","ip":"1"} missing=[]
+doc:d1 reader RELATION CONDITIONAL_PERMISSION cached=false caveat ipok "ip == allowed" TRUE context={"allowed":"1","ip":"1"} missing=[]
 `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

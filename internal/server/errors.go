@@ -13,6 +13,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/server/apierr"
+	"github.com/latch-authz/latch/internal/server/zedtoken"
 )
 
 // errorDomain is the ErrorInfo domain SpiceDB clients look for.
@@ -40,14 +41,23 @@ var requestRules = []apierr.Rule{
 	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_TOO_MANY_RELATIONSHIPS_FOR_TRANSACTIONAL_DELETE, Match: apierr.As(func(e *tooManyToDeleteError) map[string]string {
 		return e.meta()
 	})},
-	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_EMPTY_PRECONDITION, Match: apierr.As[*emptyPreconditionError](nil)},
-	{Code: codes.InvalidArgument, Match: apierr.As[*notAPermissionError](nil)},
+	// SpiceDB checks a precondition's filter as any other and finds it empty.
+	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_INVALID_FILTER, Match: apierr.As[*emptyPreconditionError](nil)},
+	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION, Match: apierr.As(func(e *notAPermissionError) map[string]string {
+		return map[string]string{"definition_name": e.definition, "relation_or_permission_name": e.relation}
+	})},
+	{Code: codes.FailedPrecondition, Reason: v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR, Match: apierr.As(func(e *reflectUnknownDefinitionError) map[string]string {
+		return map[string]string{"definition_name": e.name}
+	})},
 	{Code: codes.InvalidArgument, Match: apierr.As[*invalidTokenError](nil)},
+	{Code: codes.FailedPrecondition, Match: apierr.As[*foreignTokenError](nil)},
 	// SpiceDB answers a cursor it cannot decode with INVALID_ARGUMENT.
 	{Code: codes.InvalidArgument, Reason: v1.ErrorReason_ERROR_REASON_INVALID_CURSOR, Match: apierr.As(func(e *invalidCursorError) map[string]string {
 		return map[string]string{"reason": e.reason}
 	})},
 	{Code: codes.Unimplemented, Match: apierr.As[*unsupportedError](nil)},
+	{Code: codes.InvalidArgument, Match: apierr.As[*counterNameError](nil)},
+	{Code: codes.InvalidArgument, Match: apierr.As[*watchRequestError](nil)},
 	{Code: codes.NotFound, Match: apierr.As[*noSchemaError](nil)},
 	// Relationship syntax, checked before the schema is consulted.
 	{Code: codes.InvalidArgument, Match: apierr.As[*malformedRelationshipError](nil)},
@@ -177,17 +187,38 @@ func (e *tooManyToDeleteError) meta() map[string]string {
 type emptyPreconditionError struct{}
 
 func (*emptyPreconditionError) Error() string {
-	return "one of the specified preconditions is empty: give its filter at least a resource type"
+	return "the relationship filter provided is not valid: at least one field must be set (in a precondition)"
 }
 
-type invalidTokenError struct{ err error }
+// invalidTokenError: a token that is neither this server's nor SpiceDB's. The message
+// starts as SpiceDB's does: for a watch's start cursor "failed to decode start
+// revision", for a read's consistency "invalid revision requested".
+type invalidTokenError struct {
+	err   error
+	watch bool
+}
 
-func (e *invalidTokenError) Error() string { return "invalid zedtoken: " + e.err.Error() }
+func (e *invalidTokenError) Error() string {
+	if e.watch {
+		return "failed to decode start revision: " + e.err.Error()
+	}
+	return "invalid revision requested: " + e.err.Error()
+}
 func (e *invalidTokenError) Unwrap() error { return e.err }
+
+// foreignTokenError: a read at the exact snapshot of, or a watch from, a token
+// SpiceDB issued, whose revision is not in this server's history.
+type foreignTokenError struct{ err *zedtoken.ForeignError }
+
+func (e *foreignTokenError) Error() string {
+	return "cannot use a zedtoken issued by SpiceDB for an exact snapshot or a watch start: " + e.err.Error() +
+		"; read with at_least_as_fresh (answered at the newest revision) or fully_consistent, or watch from a token this server issued"
+}
+func (e *foreignTokenError) Unwrap() error { return e.err }
 
 type invalidCursorError struct{ reason string }
 
-func (e *invalidCursorError) Error() string { return "the cursor provided is not valid: " + e.reason }
+func (e *invalidCursorError) Error() string { return "error decoding cursor: " + e.reason }
 
 type unsupportedError struct{ what string }
 
@@ -196,7 +227,7 @@ func (e *unsupportedError) Error() string { return e.what + " is not supported b
 type noSchemaError struct{}
 
 func (*noSchemaError) Error() string {
-	return "No schema has been defined; please call WriteSchema to start"
+	return "no schema has been defined; please call WriteSchema to start"
 }
 
 // malformedRelationshipError: a relationship's names or ids break the syntax rules.

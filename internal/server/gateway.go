@@ -75,12 +75,15 @@ func (s *Server) newGateway() error {
 	return nil
 }
 
-// withPlayground serves the playground page and its API under /playground beside next.
-// It needs no key: it runs on scratch stores of its own and never reads this server's data.
+// withPlayground serves the playground page and its API under /playground, and the
+// gateway's OpenAPI document at /openapi.json, beside next. Neither needs a key: the
+// playground runs on scratch stores of its own and never reads this server's data,
+// and the document describes the API, as SpiceDB's does without a key.
 func withPlayground(pg http.Handler, next http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/playground", pg)
 	mux.Handle("/playground/", pg)
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux.Handle("/", next)
 	return mux
 }

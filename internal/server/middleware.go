@@ -55,24 +55,25 @@ func (a *authenticator) matches(token string) bool {
 }
 
 // check returns UNAUTHENTICATED without a bearer key and PERMISSION_DENIED with a
-// wrong one, as SpiceDB does.
+// wrong one, as SpiceDB does, with SpiceDB's messages first (clients match on them;
+// the one for a missing key is SpiceDB's wrapping of go-grpc-middleware's).
 func (a *authenticator) check(ctx context.Context) error {
 	if a.open {
 		return nil
 	}
 	vals := metadata.ValueFromIncomingContext(ctx, "authorization") // no copy of all the metadata
 	if len(vals) == 0 {
-		return status.Error(codes.Unauthenticated, "missing authorization: send the header `authorization: Bearer <preshared key>`")
+		return status.Error(codes.Unauthenticated, "invalid preshared key: rpc error: code = Unauthenticated desc = Request unauthenticated with bearer: send the header `authorization: Bearer <preshared key>`")
 	}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
-		return status.Error(codes.Unauthenticated, "authorization is not a bearer token: send `authorization: Bearer <preshared key>`")
+		return status.Error(codes.Unauthenticated, "invalid preshared key: rpc error: code = Unauthenticated desc = Request unauthenticated with bearer: the authorization header is not a bearer token; send `authorization: Bearer <preshared key>`")
 	}
 	if !a.matches(token) {
 		if a.keyFile != "" {
-			return status.Errorf(codes.PermissionDenied, "invalid preshared key: this server was started without --grpc-preshared-key and uses the key kept in %s on its machine", a.keyFile)
+			return status.Errorf(codes.PermissionDenied, "invalid preshared key: invalid token; this server was started without --grpc-preshared-key and uses the key kept in %s on its machine", a.keyFile)
 		}
-		return status.Error(codes.PermissionDenied, "invalid preshared key")
+		return status.Error(codes.PermissionDenied, "invalid preshared key: invalid token")
 	}
 	return nil
 }

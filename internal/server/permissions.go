@@ -45,10 +45,7 @@ func (p *permissionsService) checkTraced(ctx context.Context, r store.Reader, sc
 		return nil, p.s.status(err)
 	}
 	p.s.observeCheckQueries(r)
-	w, err := newTraceWriter(ctx, r)
-	if err != nil {
-		return nil, p.s.status(err)
-	}
+	w := newTraceWriter(sch)
 	resp := checkResponse(r, res)
 	resp.DebugTrace = w.info(subject, trace)
 	return resp, nil
@@ -93,9 +90,7 @@ func (p *permissionsService) CheckBulkPermissions(ctx context.Context, req *v1.C
 	var w *traceWriter
 	if req.GetWithTracing() {
 		results = p.s.engine.CheckBulkTraced(ctx, sch, r, creqs)
-		if w, err = newTraceWriter(ctx, r); err != nil {
-			return nil, p.s.status(err)
-		}
+		w = newTraceWriter(sch)
 	} else {
 		results = p.s.engine.CheckBulk(ctx, sch, r, creqs)
 	}

@@ -207,7 +207,7 @@ func (p *permissionsService) ReadRelationships(req *v1.ReadRelationshipsRequest,
 func filterShapeError(f *v1.RelationshipFilter) error {
 	switch {
 	case filterIsEmpty(f):
-		return &invalidFilterError{f.String(), "at least one field of the filter must be set"}
+		return &invalidFilterError{f.String(), "at least one field must be set"}
 	case f.GetOptionalResourceId() != "" && f.GetOptionalResourceIdPrefix() != "":
 		return &invalidFilterError{f.String(), "resource_id and resource_id_prefix cannot be set at the same time"}
 	}

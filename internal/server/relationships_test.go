@@ -233,7 +233,7 @@ func TestWriteSchemaErrors(t *testing.T) {
 	ts := start(t, nil)
 	_, err := ts.schema.WriteSchema(ctxT(t), &v1.WriteSchemaRequest{Schema: "definition user {}\ndefinition doc {\n  relation viewer user\n}"})
 	st := wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_SCHEMA_PARSE_ERROR)
-	if !strings.Contains(st.Message(), "3:") {
+	if !strings.HasPrefix(st.Message(), "parse error in `schema`, line 3, column 19: ") {
 		t.Errorf("schema error message lacks the position: %q", st.Message())
 	}
 

@@ -233,7 +233,7 @@ func relationRefs(rs []*ir.Relation, keep func(*ir.Relation) bool) []*v1.Reflect
 func lookupRelation(s *ir.Schema, def, name string) (*ir.Relation, error) {
 	d := s.Definition(def)
 	if d == nil {
-		return nil, s.UnknownDefinition(def)
+		return nil, &reflectUnknownDefinitionError{def}
 	}
 	r := d.Relation(name)
 	if r == nil {
@@ -246,7 +246,15 @@ func lookupRelation(s *ir.Schema, def, name string) (*ir.Relation, error) {
 type notAPermissionError struct{ definition, relation string }
 
 func (e *notAPermissionError) Error() string {
-	return fmt.Sprintf("`%s#%s` is a relation, not a permission: only permissions depend on other relations", e.definition, e.relation)
+	return fmt.Sprintf("the relation `%s` is not a permission: `%s#%s` is a relation, and only permissions depend on other relations", e.relation, e.definition, e.relation)
+}
+
+// reflectUnknownDefinitionError: a reflection call named a definition the schema does
+// not have. SpiceDB reports it as a schema type error, not as an unknown definition.
+type reflectUnknownDefinitionError struct{ name string }
+
+func (e *reflectUnknownDefinitionError) Error() string {
+	return fmt.Sprintf("object definition `%s` not found", e.name)
 }
 
 // ComputablePermissions lists every relation and permission whose value is computed,

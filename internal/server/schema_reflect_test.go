@@ -100,9 +100,13 @@ func TestReflectSchema(t *testing.T) {
 		t.Errorf("view depends on %v, want %v", got, want)
 	}
 	_, err = ts.schema.DependentRelations(ctxT(t), &v1.DependentRelationsRequest{DefinitionName: "document", PermissionName: "viewer"})
-	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	// SpiceDB's code, reason and text for a relation (issue 30, item 9).
+	st := wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNKNOWN_RELATION_OR_PERMISSION)
+	if !strings.HasPrefix(st.Message(), "the relation `viewer` is not a permission") {
+		t.Errorf("DependentRelations of a relation: %q", st.Message())
+	}
 	_, err = ts.schema.ComputablePermissions(ctxT(t), &v1.ComputablePermissionsRequest{DefinitionName: "nope", RelationName: "x"})
-	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION)
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR)
 
 	diff, err := ts.schema.DiffSchema(ctxT(t), &v1.DiffSchemaRequest{ComparisonSchema: `definition user {}
 definition group {

@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -98,6 +99,10 @@ type authzAPI struct {
 	name   string
 	schema v1.SchemaServiceClient
 	perms  v1.PermissionsServiceClient
+	// conn and addr reach the server's other services and let a test dial it with
+	// other credentials (the side-by-side test); unset for a cluster's nodes.
+	conn *grpc.ClientConn
+	addr string
 	// shared: the server reads the data the API before it writes (a node of the same
 	// cluster); schemas and relationships are not written through it.
 	shared bool
@@ -660,7 +665,7 @@ func startSpiceDB(t *testing.T) authzAPI {
 			t.Logf("SpiceDB's log:\n%s", tail(logs.String(), 4000))
 		}
 	})
-	api := authzAPI{name: "SpiceDB", schema: v1.NewSchemaServiceClient(conn), perms: v1.NewPermissionsServiceClient(conn)}
+	api := authzAPI{name: "SpiceDB", schema: v1.NewSchemaServiceClient(conn), perms: v1.NewPermissionsServiceClient(conn), conn: conn, addr: addr}
 	for ready := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := api.schema.ReadSchema(ctx, &v1.ReadSchemaRequest{})

@@ -45,6 +45,13 @@ func (w *watchService) Watch(req *v1.WatchRequest, stream v1.WatchService_WatchS
 	if err != nil {
 		return w.s.status(err)
 	}
+	// Filters name the schema's types and relations, as SpiceDB checks them; object
+	// types are not checked (SpiceDB does not either).
+	for _, f := range req.GetOptionalRelationshipFilters() {
+		if err := w.s.checkFilterAtHead(ctx, f, nil); err != nil {
+			return w.s.status(err)
+		}
+	}
 	after, err := w.s.watchStart(ctx, req.GetOptionalStartCursor())
 	if err != nil {
 		return w.s.status(err)
@@ -58,7 +65,11 @@ func (w *watchService) Watch(req *v1.WatchRequest, stream v1.WatchService_WatchS
 // watchStart is the revision a watch starts after: the cursor's, or the head's.
 func (s *Server) watchStart(ctx context.Context, cursor *v1.ZedToken) (store.Revision, error) {
 	if cursor != nil {
-		return decodeToken(cursor)
+		rev, err := decodeToken(cursor)
+		if e, ok := errors.AsType[*invalidTokenError](err); ok {
+			e.watch = true
+		}
+		return rev, err
 	}
 	return s.store.HeadRevision(ctx)
 }
@@ -84,6 +95,11 @@ func pumpWatch(ctx context.Context, changes func(func(store.Change, error) bool)
 	return ctx.Err()
 }
 
+// watchRequestError: a WatchRequest whose fields contradict each other.
+type watchRequestError struct{ msg string }
+
+func (e *watchRequestError) Error() string { return e.msg }
+
 // watchPlan is what a WatchRequest selects.
 type watchPlan struct {
 	schema, checkpoints bool
@@ -94,7 +110,7 @@ type watchPlan struct {
 func newWatchPlan(req *v1.WatchRequest) (*watchPlan, error) {
 	p := &watchPlan{objectTypes: req.GetOptionalObjectTypes()}
 	if len(p.objectTypes) > 0 && len(req.GetOptionalRelationshipFilters()) > 0 {
-		return nil, &invalidFilterError{"optional_object_types", "optional_object_types and optional_relationship_filters cannot both be given"}
+		return nil, &watchRequestError{"cannot specify both object types and relationship filters"}
 	}
 	for _, f := range req.GetOptionalRelationshipFilters() {
 		if filterIsEmpty(f) {

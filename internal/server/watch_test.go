@@ -17,6 +17,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/relv1"
+	"github.com/latch-authz/latch/internal/server/zedtoken"
 )
 
 const watchSchema = `
@@ -235,7 +236,9 @@ func TestWatchFromCollectedRevision(t *testing.T) {
 	}
 }
 
-// Object types and relationship filters together are refused.
+// Object types and relationship filters together are refused, as SpiceDB refuses them
+// (INVALID_ARGUMENT without a reason); a filter naming an unknown type is refused as
+// SpiceDB refuses it.
 func TestWatchRequestErrors(t *testing.T) {
 	ts := start(t, nil)
 	ctx := ctxT(t)
@@ -243,7 +246,13 @@ func TestWatchRequestErrors(t *testing.T) {
 		OptionalObjectTypes:         []string{"document"},
 		OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "document"}},
 	}).Recv()
-	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_FILTER)
+	st := wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if st.Message() != "cannot specify both object types and relationship filters" {
+		t.Errorf("message %q", st.Message())
+	}
+	ts.writeSchema(t, "definition user {}")
+	_, err = ts.watch(ctx, t, &v1.WatchRequest{OptionalRelationshipFilters: []*v1.RelationshipFilter{{ResourceType: "nope"}}}).Recv()
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION)
 }
 
 // The gateway serves watch on SpiceDB's path as a stream of JSON lines.
@@ -289,5 +298,41 @@ func TestWatchThroughGateway(t *testing.T) {
 	r := got.Result
 	if len(r.Updates) != 1 || r.Updates[0].Operation != "OPERATION_TOUCH" || r.Updates[0].Relationship.Resource.ObjectID != "1" || r.ChangesThrough.Token != written {
 		t.Fatalf("watch line %s: want one TOUCH of document:1 through %s", line, written)
+	}
+}
+
+// A watch without a start cursor starts at the head revision, as the API documents
+// ("the watch will start from the current SpiceDB revision time of the request"):
+// a write committed before the watch opened is not delivered, one after it is.
+// (SpiceDB 1.56 starts at its quantized revision and may replay the last seconds'
+// writes; issue 30, item 5.) The stream is read until the later write or a
+// checkpoint past it, whichever the watch's start allows.
+func TestWatchWithoutCursorStartsAtHead(t *testing.T) {
+	ts := start(t, func(c *Config) { c.QuantizationWindow = time.Hour })
+	ts.writeSchema(t, "definition user {}\ndefinition doc { relation viewer: user }")
+	ts.write(t, relationship("doc", "before", "viewer", "user", "u", ""))
+	ctx := ctxT(t)
+	stream := ts.watch(ctx, t, &v1.WatchRequest{OptionalUpdateKinds: []v1.WatchKind{v1.WatchKind_WATCH_KIND_INCLUDE_CHECKPOINTS}})
+	after := ts.write(t, relationship("doc", "after", "viewer", "user", "u", ""))
+	afterRev, err := zedtoken.Decode(after.GetToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watch ended before the later write or a checkpoint past it: %v", err)
+		}
+		for _, u := range resp.GetUpdates() {
+			switch u.GetRelationship().GetResource().GetObjectId() {
+			case "before":
+				t.Fatal("the watch delivered a write committed before it opened")
+			case "after":
+				return
+			}
+		}
+		if rev, err := zedtoken.Decode(resp.GetChangesThrough().GetToken()); err == nil && resp.GetIsCheckpoint() && rev >= afterRev {
+			return
+		}
 	}
 }

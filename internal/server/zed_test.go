@@ -281,3 +281,47 @@ func (z zed) backupRestores(t *testing.T, dir string) {
 	}
 	z2.expect(t, "caveated\n", "permission", "check", "document:d2", "view", "user:u3", "--consistency-full")
 }
+
+// TestZedMigratingFromSpiceDB drives, through zed, what a user moving from SpiceDB
+// meets (issue 30): a ZedToken SpiceDB issued reads at the head with
+// --consistency-at-least and is refused, saying why, with --consistency-at-exactly;
+// SpiceDB's messages for CREATE of an existing relationship and for a schema parse
+// error, with its line and column.
+func TestZedMigratingFromSpiceDB(t *testing.T) {
+	ts := start(t, func(c *Config) { c.QuantizationWindow = time.Hour })
+	z := newZed(t, ts)
+	dir := t.TempDir()
+	schemaFile := filepath.Join(dir, "schema.zed")
+	if err := os.WriteFile(schemaFile, []byte(zedSchema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	z.run(t, "schema", "write", schemaFile)
+	z.run(t, "relationship", "touch", "group:g1", "member", "user:u1")
+	z.run(t, "relationship", "create", "document:d1", "viewer", "group:g1#member")
+
+	// SpiceDB v1.56's token for revision 1795738809865076928 of datastore "ae7fd619".
+	const spicedbToken = "Gh8KEzE3OTU3Mzg4MDk4NjUwNzY5MjgSCGFlN2ZkNjE5"
+	z.expect(t, "true\n", "permission", "check", "document:d1", "view", "user:u1", "--consistency-at-least", spicedbToken)
+	_, stderr, err := z.exec("permission", "check", "document:d1", "view", "user:u1", "--consistency-at-exactly", spicedbToken)
+	if err == nil || !strings.Contains(stderr, "FailedPrecondition") || !strings.Contains(stderr, "issued by SpiceDB") {
+		t.Errorf("check at exactly a SpiceDB token: %v, stderr %q; want FailedPrecondition saying the token is SpiceDB's", err, stderr)
+	}
+	_, stderr, err = z.exec("permission", "check", "document:d1", "view", "user:u1", "--consistency-at-least", "bm90IGEgdG9rZW4=")
+	if err == nil || !strings.Contains(stderr, "InvalidArgument") || !strings.Contains(stderr, "invalid revision requested") {
+		t.Errorf("check at least as fresh as garbage: %v, stderr %q; want InvalidArgument", err, stderr)
+	}
+
+	_, stderr, err = z.exec("relationship", "create", "document:d1", "viewer", "group:g1#member")
+	if err == nil || !strings.Contains(stderr, "could not CREATE relationship `document:d1#viewer@group:g1#member`, as it already existed. If this is persistent, please switch to TOUCH operations or specify a precondition") {
+		t.Errorf("creating an existing relationship: %v, stderr %q; want SpiceDB's message", err, stderr)
+	}
+
+	bad := filepath.Join(dir, "bad.zed")
+	if err := os.WriteFile(bad, []byte("definition user {}\ndefinition doc {\n\trelation viewer user\n}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = z.exec("schema", "write", bad)
+	if err == nil || !strings.Contains(stderr, "parse error in `schema`, line 3, column 18: ") {
+		t.Errorf("writing a schema with a syntax error: %v, stderr %q; want SpiceDB's parse error with line and column", err, stderr)
+	}
+}

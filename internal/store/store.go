@@ -34,7 +34,7 @@ var (
 type AlreadyExistsError struct{ Relationship rel.Relationship }
 
 func (e *AlreadyExistsError) Error() string {
-	return "could not CREATE relationship `" + rel.String(e.Relationship) + "`: it already exists; use TOUCH to write it whether or not it exists, or a precondition"
+	return "could not CREATE relationship `" + rel.String(e.Relationship) + "`, as it already existed. If this is persistent, please switch to TOUCH operations or specify a precondition"
 }
 
 // PreconditionFailedError is returned by Write and DeleteByFilter when a precondition

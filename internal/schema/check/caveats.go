@@ -41,7 +41,7 @@ func (c *checker) compileCaveat(cv *ast.Caveat) *ir.Caveat {
 		seen[p.Name] = true
 		t, err := caveat.ParseType(p.Type)
 		if err != nil {
-			c.errorf(p.TypePos, "caveat `%s` parameter `%s`: %v", cv.Name, p.Name, err)
+			c.errorf(p.Pos, "invalid type for caveat parameter `%s` on caveat `%s`: %v", p.Name, cv.Name, err)
 			ok = false
 			continue
 		}
@@ -50,9 +50,16 @@ func (c *checker) compileCaveat(cv *ast.Caveat) *ir.Caveat {
 	if !ok {
 		return out
 	}
+	// Reported as SpiceDB reports them, at the expression's start, with CEL's position
+	// of the problem (in the schema's lines and columns) in the message.
 	compiled, diags := caveat.Compile(cv.Name, out.Params, cv.Expr)
 	for _, d := range diags {
-		c.errorf(exprPos(cv.ExprPos, d.Line, d.Col), "caveat `%s`: %s", cv.Name, d.Msg)
+		if d.Located {
+			at := exprPos(cv.ExprPos, d.Line, d.Col)
+			c.errorf(cv.ExprPos, "invalid expression for caveat `%s`: ERROR: %s:%d:%d: %s", cv.Name, cv.Name, at.Line, at.Col, d.Msg)
+		} else {
+			c.errorf(cv.ExprPos, "invalid expression for caveat `%s`: %s", cv.Name, d.Msg)
+		}
 	}
 	if len(diags) > 0 {
 		return out

@@ -303,10 +303,10 @@ func TestCaveatDiagnostics(t *testing.T) {
 	tests := []struct {
 		name, src, at, prefix string
 	}{
-		{"unknown parameter type", "caveat cav(a foo) { a }", "1:14", "caveat `cav` parameter `a`: "},
-		{"bad expression", "caveat cav(a int) { a > @@ }", "1:25", "caveat `cav`: "},
-		{"bad expression on a later line", "caveat cav(a int) {\n  a > 1 &&\n  a < @@\n}", "3:7", "caveat `cav`: "},
-		{"too expensive", "caveat cav(a list<int>, b list<int>) {\n  a.all(x, b.exists(y, x == y))\n}", "2:3", "caveat `cav`: caveat expression is too expensive"},
+		{"unknown parameter type", "caveat cav(a foo) { a }", "1:12", "invalid type for caveat parameter `a` on caveat `cav`: unknown type `foo`"},
+		{"bad expression", "caveat cav(a int) { a > @@ }", "1:21", "invalid expression for caveat `cav`: ERROR: cav:1:25: "},
+		{"bad expression on a later line", "caveat cav(a int) {\n  a > 1 &&\n  a < @@\n}", "2:3", "invalid expression for caveat `cav`: ERROR: cav:3:7: "},
+		{"too expensive", "caveat cav(a list<int>, b list<int>) {\n  a.all(x, b.exists(y, x == y))\n}", "2:3", "invalid expression for caveat `cav`: caveat expression is too expensive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

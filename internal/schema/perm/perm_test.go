@@ -172,8 +172,8 @@ func TestErrorsArePositioned(t *testing.T) {
 		{base + "entity doc {}\nentity doc {}", "3:8: duplicate entity `doc`"},
 		{base + "entity doc { relation owner @user\n relation owner @user }", "3:11: duplicate relation/permission name `owner`"},
 		{base + "entity doc { relation ab @user }", "2:23: invalid relation name `ab` in entity `doc`"},
-		{"rule r(a boolean) {\n  a +\n}", "2:6: rule `r`: Syntax error"},
-		{"rule r(a integer) { a }", "1:21: rule `r`: rule body must be a boolean, but it is of type int"},
+		{"rule r(a boolean) {\n  a +\n}", "2:3: invalid expression for rule `r`: ERROR: r:2:6: Syntax error"},
+		{"rule r(a integer) { a }", "1:21: invalid expression for rule `r`: rule body must result in a boolean value: found `int`"},
 		{base + "entity doc { relation owner @user\n permission view = owner\n permission edit = view.owner }", "4:20: under permission `edit`: permissions cannot be used on the left hand side of an arrow"},
 	}
 	for _, c := range cases {

@@ -14,6 +14,8 @@ import (
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc/codes"
 
+	"github.com/latch-authz/latch/internal/caveat"
+	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -114,11 +116,19 @@ func message(r Rule, err error) string {
 	if d, ok := errors.AsType[*schema.DiagnosticsError](err); ok {
 		return diagnosticsMessage(d)
 	}
+	if p, ok := errors.AsType[*store.PreconditionFailedError](err); ok {
+		return preconditionText(p.Precondition)
+	}
+	if p, ok := errors.AsType[*caveat.ParamTypeError](err); ok && r.Reason == v1.ErrorReason_ERROR_REASON_CAVEAT_PARAMETER_TYPE_ERROR {
+		return paramTypeText(p)
+	}
 	switch r.Reason {
 	case v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED:
 		return err.Error() + ": this usually means the data has a cycle or nests deeper than the server's max depth"
 	}
 	switch {
+	case errors.Is(err, engine.ErrWildcardSubject):
+		return "invalid argument: " + err.Error()
 	case r.Code == codes.OutOfRange:
 		return "invalid zedtoken: " + err.Error()
 	case errors.Is(err, store.ErrUnavailable):

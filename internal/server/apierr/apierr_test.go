@@ -60,6 +60,7 @@ var domainErrors = map[string]error{
 	"caveat.ErrCostExceeded":        caveat.ErrCostExceeded,
 	"caveat.ParamTypeError":         &caveat.ParamTypeError{Caveat: "c", Param: "p", Err: errors.New("boom")},
 	"zedtoken.ErrMalformed":         zedtoken.ErrMalformed,
+	"zedtoken.ForeignError":         &zedtoken.ForeignError{Revision: "1"},
 	"relcounter.ExistsError":        &relcounter.ExistsError{},
 	"relcounter.UnknownError":       &relcounter.UnknownError{},
 	"schemachange.Error":            &schemachange.Error{},

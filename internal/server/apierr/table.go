@@ -3,7 +3,6 @@ package apierr
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -140,14 +139,18 @@ var domain = []Rule{
 	// INVALID_ARGUMENT with SCHEMA_TYPE_ERROR.
 	{ia, v1.ErrorReason_ERROR_REASON_SCHEMA_TYPE_ERROR, permifySchemaCompile, As(func(e *schemachange.Error) map[string]string { return e.Details })},
 
-	// Relationship counters (ExperimentalService).
-	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*relcounter.ExistsError](nil)},
-	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*relcounter.UnknownError](nil)},
-	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrCounterExists)},
-	{codes.NotFound, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(store.ErrCounterUnknown)},
+	// Relationship counters (ExperimentalService): FAILED_PRECONDITION with a reason, as
+	// SpiceDB answers a name taken or not registered.
+	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_ALREADY_REGISTERED, Permify{}, As[*relcounter.ExistsError](nil)},
+	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_NOT_REGISTERED, Permify{}, As[*relcounter.UnknownError](nil)},
+	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_ALREADY_REGISTERED, Permify{}, Is(store.ErrCounterExists)},
+	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_NOT_REGISTERED, Permify{}, Is(store.ErrCounterUnknown)},
 
 	// Zedtokens and snap tokens.
 	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(zedtoken.ErrMalformed)},
+	// A SpiceDB token where no SpiceDB token can be read (a Permify snap token); the
+	// SpiceDB API reads or refuses it by consistency before it gets here.
+	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*zedtoken.ForeignError](nil)},
 
 	// Cancellation.
 	{codes.Canceled, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(context.Canceled)},
@@ -210,23 +213,6 @@ func firstSyntax(e *schema.DiagnosticsError) int {
 		}
 	}
 	return -1
-}
-
-// diagnosticsMessage lists every schema diagnostic with its position, so one round
-// trip shows all that is wrong.
-func diagnosticsMessage(e *schema.DiagnosticsError) string {
-	if len(e.Diagnostics) == 0 {
-		return "error in schema: " + e.Error()
-	}
-	parts := make([]string, len(e.Diagnostics))
-	for i, d := range e.Diagnostics {
-		parts[i] = fmt.Sprintf("%d:%d: %s", d.Pos.Line, d.Pos.Col, d.Msg)
-	}
-	noun := "error"
-	if len(parts) > 1 {
-		noun = "errors"
-	}
-	return fmt.Sprintf("schema has %d %s: %s", len(parts), noun, strings.Join(parts, "; "))
 }
 
 // parseMeta gives diagnostic i's position, 0-based as SpiceDB's ErrorInfo documents

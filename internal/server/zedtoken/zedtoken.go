@@ -3,6 +3,11 @@
 // opaque; the version byte lets the encoding change without breaking tokens already
 // handed out, and the checksum makes a mistyped or foreign token fail loudly instead of
 // silently naming some other revision.
+//
+// Tokens SpiceDB issued are told apart from garbage: a client that moved from SpiceDB
+// has them stored, and a token that names a revision of another datastore is still a
+// well-formed request. Decode reports them as a *ForeignError, which the server reads
+// as "older than anything here" or refuses, by the consistency asked for.
 package zedtoken
 
 import (
@@ -22,8 +27,27 @@ const (
 	crcLen   = 4
 )
 
-// ErrMalformed is wrapped by every Decode failure.
+// ErrMalformed is wrapped by every Decode failure but a *ForeignError.
 var ErrMalformed = errors.New("malformed zedtoken")
+
+// ForeignError is Decode's answer for a well-formed token SpiceDB issued: its
+// revision (decimal, or an HLC's decimal with a logical part; SpiceDB's own string
+// form) names a point in another datastore's history, which this server cannot place
+// in its own.
+type ForeignError struct {
+	Revision string
+	// DatastorePrefix is the first bytes of the issuing datastore's unique id; empty
+	// for SpiceDB's legacy tokens.
+	DatastorePrefix string
+}
+
+func (e *ForeignError) Error() string {
+	from := "a SpiceDB datastore"
+	if e.DatastorePrefix != "" {
+		from = fmt.Sprintf("SpiceDB datastore %q", e.DatastorePrefix)
+	}
+	return fmt.Sprintf("the zedtoken names revision %s of %s, which is not in this server's history", e.Revision, from)
+}
 
 // encoded is a revision's token.
 type encoded struct {
@@ -64,7 +88,10 @@ func Decode(tok string) (store.Revision, error) {
 		return 0, fmt.Errorf("%w: not base64", ErrMalformed)
 	}
 	if len(raw) < 2+1+crcLen || raw[0] != magic {
-		return 0, fmt.Errorf("%w: not a token issued by this server", ErrMalformed)
+		if f := decodeSpiceDB(raw); f != nil {
+			return 0, f
+		}
+		return 0, fmt.Errorf("%w: not a token issued by this server or by SpiceDB", ErrMalformed)
 	}
 	if raw[1] != version1 {
 		return 0, fmt.Errorf("%w: unsupported token version %d", ErrMalformed, raw[1])
