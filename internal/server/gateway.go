@@ -60,22 +60,42 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.closePermify = closePermify
-	s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth})
+	if s.cfg.playgroundEnabled() {
+		s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth, Timeout: s.cfg.PlaygroundTimeout, Key: s.cfg.PlaygroundPresharedKey})
+		handler = withPlayground(s.adm.guard(playgroundSurface, s.playground), handler)
+	}
 	s.http = &http.Server{
-		Handler:           httpRequestIDs(s.limitBody(withPlayground(s.playground, handler))),
+		Handler:           httpRequestIDs(s.limitBody(handler)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
 }
 
 // withPlayground serves the playground page and its API under /playground beside next.
-// It needs no key: it runs on scratch stores of its own and never reads this server's data.
+// It needs no API key (it may have a key of its own): it runs on scratch stores of its
+// own and never reads this server's data.
 func withPlayground(pg http.Handler, next http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/playground", pg)
 	mux.Handle("/playground/", pg)
 	mux.Handle("/", next)
 	return mux
+}
+
+// playgroundSurface admits the playground's evaluations in their own small class,
+// which yields to the API; its page and assets are files, served without a turn.
+var playgroundSurface = httpSurface{
+	classOf: func(r *http.Request) admissionClass {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/playground/api/") {
+			return classPlayground
+		}
+		return ""
+	},
+	overloaded: func(w http.ResponseWriter, err *overloadError) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "the playground is busy: " + err.Error()})
+	},
 }
 
 // boundedErrors is grpc-gateway's error handler with the message cut to a bounded

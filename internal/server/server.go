@@ -53,6 +53,7 @@ type Server struct {
 	tracer    trace.Tracer
 	generated string
 	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
+	adm       *admission     // the limiters every API surface's calls go through
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -222,7 +223,8 @@ func (s *Server) listen() error {
 }
 
 func (s *Server) newGRPCServer() *grpc.Server {
-	calls := newCalls(s.cfg.Logger, s.metrics, s.auth, newAdmission(s.cfg, s.metrics))
+	s.adm = newAdmission(s.cfg, s.metrics)
+	calls := newCalls(s.cfg.Logger, s.metrics, s.auth, s.adm, s.cfg.StreamStallTimeout)
 	opts := s.cfg.tracingOptions()
 	if s.grpcTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.Server())))

@@ -52,6 +52,9 @@ type Config struct {
 	// MaxBatch bounds tuples plus attributes per data/write and checks per bulk-check
 	// (Permify's default is 100; load scripts send 1,000). 0 means 10,000.
 	MaxBatch int
+	// StreamStallTimeout bounds each write of a streamed answer: a client that reads
+	// nothing for this long ends its stream (0: no bound).
+	StreamStallTimeout time.Duration
 }
 
 // TenantStores opens, lists and removes the stores of tenants other than t1.
@@ -155,6 +158,28 @@ func (h *Handler) streams() map[string]streamRoute {
 	return map[string]streamRoute{
 		"permissions/lookup-entity-stream": h.lookupEntityStream,
 	}
+}
+
+// expensiveEndpoints are the tenant endpoints whose cost grows with the data (or, for
+// a schema, with its size): the server admits them in its expensive class, as it
+// admits the SpiceDB API's lookups, reads and schema writes.
+var expensiveEndpoints = map[string]bool{
+	"schemas/write":                    true,
+	"data/read":                        true,
+	"data/relationships/read":          true,
+	"data/attributes/read":             true,
+	"relationships/read":               true,
+	"permissions/lookup-entity":        true,
+	"permissions/lookup-entity-stream": true,
+	"permissions/lookup-subject":       true,
+}
+
+// Expensive says whether the request at path (/v1/tenants/{id}/...) is one of the
+// expensive endpoints.
+func Expensive(path string) bool {
+	rest, _ := strings.CutPrefix(path, "/v1/tenants/")
+	_, endpoint, _ := strings.Cut(rest, "/")
+	return expensiveEndpoints[endpoint]
 }
 
 // ServeHTTP routes /v1/tenants/... requests.
