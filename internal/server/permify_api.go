@@ -29,6 +29,7 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 		Default:            s.store,
 		SharedDefault:      true,
 		Tenants:            s.tenantStores(),
+		MaxTenants:         s.cfg.MaxTenants,
 		StreamStallTimeout: s.cfg.StreamStallTimeout,
 		Authorize: func(r *http.Request) error {
 			md := metadata.Pairs("authorization", r.Header.Get("Authorization"))

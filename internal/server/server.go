@@ -33,6 +33,7 @@ import (
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
 	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
@@ -54,6 +55,11 @@ type Server struct {
 	generated string
 	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
 	adm       *admission     // the limiters every API surface's calls go through
+	// watchSlots holds a place per open Watch stream (--max-watch-streams); hub, made
+	// once (hubOnce), is the one watch of the store they all share.
+	watchSlots chan struct{}
+	hubOnce    sync.Once
+	hub        *changefeed.Hub
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -95,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer()}
+	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer(), watchSlots: make(chan struct{}, cfg.MaxWatchStreams)}
 	s.cache = newDispatchCache(cfg.DispatchCacheMaxBytes, s.metrics)
 	ecfg := engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache}
 	if cfg.Cluster.Enabled {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
 
 // holdSlots takes every slot of l for the rest of the test.
@@ -178,5 +182,37 @@ func TestStalledStreamFreesItsSlot(t *testing.T) {
 		}
 		t.Logf("the stalled stream, read at last: %d results, then %v", n, err)
 		break
+	}
+}
+
+// TestTenantCreateDuringOutage: with PostgreSQL down, tenants/create answers 503 "the
+// datastore is unavailable" like every other call, and nothing of the database's
+// address, user or name reaches the client.
+func TestTenantCreateDuringOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops a PostgreSQL server")
+	}
+	pgtest.Get(t)             // skips without PostgreSQL
+	pg, err := pgtest.Start() // a server of its own: this test stops it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	uri := pg.URI("postgres")
+	if err := postgres.Migrate(context.Background(), uri); err != nil {
+		t.Fatal(err)
+	}
+	ts := start(t, func(c *Config) { c.DatastoreEngine, c.DatastoreURI = "postgres", uri })
+	if err := pg.StopServer(); err != nil {
+		t.Fatal(err)
+	}
+	code, raw := ts.postRaw(t, "/v1/tenants/create", testKey, `{"id":"during-outage"}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(raw), "the datastore is unavailable") {
+		t.Errorf("tenants/create during an outage: %d %s, want 503 saying the datastore is unavailable", code, raw)
+	}
+	for _, secret := range []string{strconv.Itoa(pg.Port()), "127.0.0.1", "localhost", "user=", "postgres://", "dbname"} {
+		if strings.Contains(string(raw), secret) {
+			t.Errorf("tenants/create during an outage leaks %q: %s", secret, raw)
+		}
 	}
 }
