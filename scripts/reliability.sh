@@ -25,6 +25,7 @@ echo "|---|---|"
 run ./internal/store/pebble '^TestCrashRecovery$'
 run ./internal/store/postgres '^TestRestartUnderLoad$'
 run ./internal/server '^(TestPostgresOutageUnderLoad|TestPermifyTenantsSurviveRestarts|TestReliabilityOverload|TestClusterProcessKill)$'
+run ./internal/server '^(TestReliabilityStalledClient|TestReliabilityPlaygroundFlood|TestReliabilityWatchStreamsPostgres)$'
 
 fuzz() { # DIR TARGET
   go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1" >"$log" 2>&1

@@ -128,6 +128,28 @@ func TestPlaygroundKeyAndDefault(t *testing.T) {
 	}
 }
 
+// ownedDocs writes n documents that user zed owns (doc-00000 ...) and returns a
+// connection whose flow-control windows stay small while nothing is read, so that the
+// server's sends of a stream its client does not read block soon.
+func ownedDocs(t *testing.T, ts *testServer, n int) *grpc.ClientConn {
+	t.Helper()
+	ts.writeSchema(t, docSchema)
+	var rels []*v1.Relationship
+	for i := range n {
+		rels = append(rels, relationship("document", fmt.Sprintf("doc-%05d", i), "owner", "user", "zed", ""))
+	}
+	if _, err := ts.importRels(t, rels); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(ts.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(testKey)),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
 // TestStalledStreamFreesItsSlot: a LookupResources stream whose client never reads
 // (its flow-control window kept small, so the server's sends block) is ended and its
 // expensive slot freed; other clients' lookups and reads are admitted again, and the
@@ -137,20 +159,7 @@ func TestStalledStreamFreesItsSlot(t *testing.T) {
 		c.MaxInflightExpensive, c.MaxQueuedExpensive, c.AdmissionWait = 1, 1, time.Millisecond
 		c.StreamStallTimeout = 100 * time.Millisecond
 	})
-	ts.writeSchema(t, docSchema)
-	var rels []*v1.Relationship
-	for i := range 5000 {
-		rels = append(rels, relationship("document", fmt.Sprintf("doc-%05d", i), "owner", "user", "zed", ""))
-	}
-	if _, err := ts.importRels(t, rels); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(ts.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(testKey)),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10)) // fixed windows: no growth while nothing is read
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := ownedDocs(t, ts, 5000)
 	stalled, err := v1.NewPermissionsServiceClient(conn).LookupResources(ctxT(t), &v1.LookupResourcesRequest{
 		Consistency: fullyConsistent(), ResourceObjectType: "document", Permission: "view", Subject: sub("user", "zed", ""),
 	})
