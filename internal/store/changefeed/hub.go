@@ -38,14 +38,16 @@ type generation struct {
 
 	// All guarded by Hub.mu.
 	log     []store.Change // what the upstream yielded, oldest first
+	updates int            // the relationship updates log holds
 	base    int            // the sequence number of log[0]
 	dropped store.Revision // the newest revision dropped from the log (start when none)
 	err     error          // why the upstream ended; nil while it runs
 	wake    chan struct{}  // closed and replaced on each append or end
 }
 
-// Bounds of a Hub's log: a watcher further behind than this ends with
-// store.ErrWatchLagging.
+// DefaultHubEntries bounds a Hub's log, as DefaultMaxUpdates bounds the updates it
+// holds (the newest entry stays, however large): a watcher further behind than the
+// log ends with store.ErrWatchLagging.
 const DefaultHubEntries = 4096
 
 // catchUpCheckpoint is how often a watcher still reading the store directly learns
@@ -91,13 +93,18 @@ func (h *Hub) Watch(ctx context.Context, after store.Revision, opts store.WatchO
 // subscribe counts a watcher and returns the running upstream, starting one if none
 // runs (or the last one failed).
 func (h *Hub) subscribe(ctx context.Context) (*generation, error) {
+	if g := h.join(); g != nil {
+		return g, nil
+	}
+	// The head is read without the lock: the upstream appends under it, and the
+	// database may be slow to answer.
+	start, err := h.head(ctx)
+	if err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.gen == nil || h.gen.err != nil {
-		start, err := h.head(ctx)
-		if err != nil {
-			return nil, err
-		}
+	if h.gen == nil || h.gen.err != nil { // else another watcher started one meanwhile
 		if h.gen != nil {
 			h.gen.cancel()
 		}
@@ -107,6 +114,17 @@ func (h *Hub) subscribe(ctx context.Context) (*generation, error) {
 	}
 	h.subs++
 	return h.gen, nil
+}
+
+// join counts a watcher of the running upstream; nil when none runs.
+func (h *Hub) join() *generation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gen == nil || h.gen.err != nil {
+		return nil
+	}
+	h.subs++
+	return h.gen
 }
 
 func (h *Hub) unsubscribe() {
@@ -129,8 +147,10 @@ func (h *Hub) upstream(ctx context.Context, g *generation) {
 		}
 		h.mu.Lock()
 		g.log = append(g.log, c)
-		if len(g.log) > h.maxEntries {
+		g.updates += len(c.Updates)
+		for len(g.log) > 1 && (len(g.log) > h.maxEntries || g.updates > DefaultMaxUpdates) {
 			g.dropped = g.log[0].Revision
+			g.updates -= len(g.log[0].Updates)
 			g.log[0] = store.Change{}
 			g.log = g.log[1:]
 			g.base++
