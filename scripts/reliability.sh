@@ -29,6 +29,7 @@ run ./internal/server '^(TestPostgresOutageUnderLoad|TestPermifyTenantsSurviveRe
 # LATCH_FLAP_SECONDS (60: the issue's 5 minutes do not fit CI's 900 s step) marks no
 # peer down.
 run ./internal/server '^(TestClusterProcessRestart|TestClusterProcessNoFlapping)$'
+run ./internal/server '^(TestReliabilityStalledClient|TestReliabilityPlaygroundFlood|TestReliabilityWatchStreamsPostgres)$'
 
 fuzz() { # DIR TARGET
   go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1" >"$log" 2>&1

@@ -25,6 +25,7 @@ import (
 func newServeCommand(env Env) *cobra.Command {
 	var cfg server.Config
 	var logLevel, logFormat string
+	var playgroundEnabled bool
 	var otel otelFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -69,6 +70,9 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 			}
 			if v := env.Getenv("LATCH_DISPATCH_CLUSTER_PRESHARED_KEY"); v != "" && !cmd.Flags().Changed("dispatch-cluster-preshared-key") {
 				cfg.Cluster.PresharedKey = v
+			}
+			if cmd.Flags().Changed("playground-enabled") {
+				cfg.PlaygroundEnabled = &playgroundEnabled
 			}
 			if err := resolveDataDir(cmd, &cfg); err != nil {
 				return err
@@ -134,6 +138,13 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	fs.IntVar(&cfg.MaxQueuedCheap, "max-queued-checks", 0, "cheap calls that may wait for a slot; more are refused with RESOURCE_EXHAUSTED (0: 8× the in-flight cap)")
 	fs.IntVar(&cfg.MaxQueuedExpensive, "max-queued-lookups", 0, "expensive calls that may wait for a slot (0: 8× the in-flight cap)")
 	fs.DurationVar(&cfg.AdmissionWait, "admission-wait", server.DefaultAdmissionWait, "longest a queued call waits for a slot before it is refused")
+	fs.DurationVar(&cfg.StreamStallTimeout, "stream-stall-timeout", server.DefaultStreamStallTimeout, "longest a streaming call waits on a client that does not read before it is ended and its slot freed")
+	fs.IntVar(&cfg.MaxWatchStreams, "max-watch-streams", server.DefaultMaxWatchStreams, "Watch streams open at once; more are refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.MaxTenants, "max-tenants", server.DefaultMaxTenants, "Permify tenants besides t1; more are refused")
+	fs.BoolVar(&playgroundEnabled, "playground-enabled", false, "serve the web playground at /playground on the HTTP listener (default: on when --http-addr is loopback, off otherwise)")
+	fs.StringVar(&cfg.PlaygroundPresharedKey, "playground-preshared-key", "", "bearer token the playground's API requires (default: none; the playground never reads the server's data)")
+	fs.IntVar(&cfg.PlaygroundMaxInflight, "playground-max-inflight", server.DefaultPlaygroundMaxInflight, "playground evaluations running at once; they run only while no API call waits for a slot")
+	fs.DurationVar(&cfg.PlaygroundTimeout, "playground-timeout", server.DefaultPlaygroundTimeout, "longest one playground evaluation runs before it answers 503")
 	fs.DurationVar(&cfg.QuantizationWindow, "datastore-revision-quantization-interval", server.DefaultQuantizationWindow,
 		"minimize_latency reads use a revision rounded down to this window, so they share cached work (negative: always the newest revision)")
 	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,

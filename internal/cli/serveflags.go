@@ -34,7 +34,7 @@ var serveFlagGroups = []struct {
 	}},
 	{"Cache and admission", []string{
 		"dispatch-cache-max-bytes", "dispatch-cache-max-cost", "dispatch-cache-enabled", "max-inflight-checks", "max-inflight-lookups",
-		"max-queued-checks", "max-queued-lookups", "admission-wait",
+		"max-queued-checks", "max-queued-lookups", "admission-wait", "stream-stall-timeout", "max-watch-streams", "max-tenants",
 	}},
 	{"Observability", []string{
 		"log-level", "log-format", "metrics-addr", "metrics-enabled", "metrics-preshared-key", "pprof",
@@ -44,7 +44,7 @@ var serveFlagGroups = []struct {
 		"grpc-tls-cert-path", "grpc-tls-key-path", "http-tls-cert-path", "http-tls-key-path",
 		"dispatch-cluster-tls-cert-path", "dispatch-cluster-tls-key-path", "dispatch-upstream-ca-path", "dispatch-cluster-insecure-plaintext",
 	}},
-	{"Playground", []string{}},
+	{"Playground", []string{"playground-enabled", "playground-preshared-key", "playground-max-inflight", "playground-timeout"}},
 	{"SpiceDB compatibility", []string{"grpc-enabled", "skip-release-check"}},
 }
 

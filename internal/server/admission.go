@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,17 +18,23 @@ import (
 )
 
 // Admission control: a cap on requests executing at once plus a bounded queue with a
-// short deadline; past that, an immediate RESOURCE_EXHAUSTED with a retry hint. Cheap
-// calls (checks, writes, schema reads) and expensive ones (lookups, reads, import,
-// export, compiling a client's schema) have separate limits, so a burst of lookups cannot starve checks. Watch streams and
-// health checks are not admitted: they are long-lived or must answer under overload.
+// short deadline; past that, an immediate refusal with a retry hint. Cheap calls
+// (checks, writes, schema reads) and expensive ones (lookups, reads, import, export,
+// compiling a client's schema) have
+// separate limits, so a burst of lookups cannot starve checks; the playground has a
+// small limit of its own that yields to the API. Every surface takes its calls through
+// the same limiters (gRPC, and the gateway through it, here; the HTTP surfaces through
+// httpSurface) and renders a refusal, an *overloadError, in its own shape. Watch streams
+// (bounded by watchLimit) and health checks are not admitted: they are long-lived or
+// must answer under overload.
 
 // admissionClass names a limiter in metrics and messages.
 type admissionClass string
 
 const (
-	classCheap     admissionClass = "cheap"
-	classExpensive admissionClass = "expensive"
+	classCheap      admissionClass = "cheap"
+	classExpensive  admissionClass = "expensive"
+	classPlayground admissionClass = "playground"
 )
 
 // expensiveMethods are the calls whose cost grows with the data, or with a schema the
@@ -50,6 +59,9 @@ type limiter struct {
 	queued atomic.Int64
 	queue  int64
 	wait   time.Duration
+	// yieldTo are the limiters this one gives way to: while any of them has calls
+	// waiting, this one admits nothing new (the playground yields to the API).
+	yieldTo []*limiter
 	// The class's series of the admission metrics.
 	inflightGauge, queuedGauge prometheus.Gauge
 	shedCount                  prometheus.Counter
@@ -64,8 +76,14 @@ func newLimiter(class admissionClass, capacity, queue int, wait time.Duration, m
 	}
 }
 
-// acquire takes a slot, waiting in the queue if there is room, or fails fast.
+// acquire takes a slot, waiting in the queue if there is room, or fails fast with an
+// *overloadError, or with ctx's error.
 func (l *limiter) acquire(ctx context.Context) error {
+	for _, o := range l.yieldTo {
+		if o.queued.Load() > 0 {
+			return l.shed(fmt.Sprintf("%s requests are waiting, which go first", o.class))
+		}
+	}
 	select {
 	case l.slots <- struct{}{}:
 		l.inflightGauge.Inc()
@@ -90,7 +108,7 @@ func (l *limiter) acquire(ctx context.Context) error {
 	case <-timer.C:
 		return l.shed(fmt.Sprintf("no slot freed within %v", l.wait))
 	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
+		return ctx.Err()
 	}
 }
 
@@ -101,9 +119,31 @@ func (l *limiter) release() {
 
 func (l *limiter) shed(why string) error {
 	l.shedCount.Inc()
-	st := status.New(codes.ResourceExhausted, fmt.Sprintf(
-		"server overloaded: %d %s requests are running and %s; retry after a short delay", cap(l.slots), l.class, why))
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(l.wait)}); err == nil {
+	return &overloadError{class: l.class, capacity: cap(l.slots), why: why, retry: l.wait}
+}
+
+// overloadError is a limiter's refusal: every surface answers it as its "too many
+// requests" (gRPC RESOURCE_EXHAUSTED with a RetryInfo, HTTP 429 or 503 with
+// Retry-After).
+type overloadError struct {
+	class    admissionClass
+	capacity int
+	why      string
+	retry    time.Duration
+}
+
+func (e *overloadError) Error() string {
+	return fmt.Sprintf("server overloaded: %d %s requests are running and %s; retry after a short delay", e.capacity, e.class, e.why)
+}
+
+// admissionStatus is the gRPC status of an acquire's error.
+func admissionStatus(err error) error {
+	oe, ok := errors.AsType[*overloadError](err)
+	if !ok {
+		return status.FromContextError(err).Err()
+	}
+	st := status.New(codes.ResourceExhausted, oe.Error())
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(oe.retry)}); err == nil {
 		st = d
 	}
 	return st.Err()
@@ -111,14 +151,60 @@ func (l *limiter) shed(why string) error {
 
 // admission routes each call to its limiter.
 type admission struct {
-	cheap, expensive *limiter
+	cheap, expensive, playground *limiter
 }
 
 func newAdmission(cfg Config, m *metrics) *admission {
-	return &admission{
+	a := &admission{
 		cheap:     newLimiter(classCheap, cfg.MaxInflightCheap, cfg.MaxQueuedCheap, cfg.AdmissionWait, m),
 		expensive: newLimiter(classExpensive, cfg.MaxInflightExpensive, cfg.MaxQueuedExpensive, cfg.AdmissionWait, m),
+		// The playground's evaluations wait for a turn as long as they may run.
+		playground: newLimiter(classPlayground, cfg.PlaygroundMaxInflight, cfg.PlaygroundMaxQueued, cfg.PlaygroundTimeout, m),
 	}
+	a.playground.yieldTo = []*limiter{a.cheap, a.expensive}
+	return a
+}
+
+// of returns class's limiter; nil for a call that is not admitted.
+func (a *admission) of(class admissionClass) *limiter {
+	switch class {
+	case classCheap:
+		return a.cheap
+	case classExpensive:
+		return a.expensive
+	case classPlayground:
+		return a.playground
+	}
+	return nil
+}
+
+// httpSurface is an HTTP API served under the admission classes: classOf names a
+// request's class ("" admits it without a limit), and overloaded answers a refusal in
+// the surface's own error shape. A new API surface plugs in with one line:
+// s.adm.guard(itsSurface, itsHandler).
+type httpSurface struct {
+	classOf    func(*http.Request) admissionClass
+	overloaded func(w http.ResponseWriter, err *overloadError)
+}
+
+// guard takes each request to next through its class's limiter.
+func (a *admission) guard(surf httpSurface, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := a.of(surf.classOf(r))
+		if l == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := l.acquire(r.Context()); err != nil {
+			if oe, ok := errors.AsType[*overloadError](err); ok {
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(oe.retry.Round(time.Second)/time.Second))))
+				surf.overloaded(w, oe)
+			}
+			return // a client that went away is not answered
+		}
+		defer l.release()
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (a *admission) limiterFor(method string) *limiter {

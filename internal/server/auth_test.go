@@ -104,7 +104,7 @@ func TestRequestTooLarge(t *testing.T) {
 func TestRecoverTurnsPanicIntoInternal(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	m := newMetrics(log)
-	c := newCalls(log, m, openAuthenticator(), newAdmission(Config{}.WithDefaults(), m))
+	c := newCalls(log, m, openAuthenticator(), newAdmission(Config{}.WithDefaults(), m), DefaultStreamStallTimeout)
 	unaryStream := &unaryTrailers{}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", "r1"))
 	_, err := c.unary(grpc.NewContextWithServerTransportStream(ctx, unaryStream), nil, &grpc.UnaryServerInfo{FullMethod: v1.SchemaService_ReadSchema_FullMethodName}, func(context.Context, any) (any, error) {

@@ -46,10 +46,13 @@ type calls struct {
 	auth    *authenticator
 	adm     *admission
 	routes  map[string]*route // every registered method; filled before serving, then only read
+	// stallTimeout is how long an admitted stream's send may wait on its client
+	// (stall.go).
+	stallTimeout time.Duration
 }
 
-func newCalls(log *slog.Logger, m *metrics, auth *authenticator, adm *admission) *calls {
-	return &calls{log: log, metrics: m, auth: auth, adm: adm, routes: map[string]*route{}}
+func newCalls(log *slog.Logger, m *metrics, auth *authenticator, adm *admission, stallTimeout time.Duration) *calls {
+	return &calls{log: log, metrics: m, auth: auth, adm: adm, routes: map[string]*route{}, stallTimeout: stallTimeout}
 }
 
 // register adds the routes of every method g serves. It runs after the services are
@@ -125,10 +128,15 @@ func (c *calls) serveStream(ctx context.Context, r *route, srv any, ss grpc.Serv
 	if err := c.admit(ctx, r); err != nil {
 		return err
 	}
-	if r.limiter != nil {
-		defer r.limiter.release()
+	if r.limiter == nil {
+		return handler(srv, &validatingStream{ServerStream: ss})
 	}
-	return handler(srv, &validatingStream{ServerStream: ss})
+	g := newStallGuard(ss, c.stallTimeout, r.limiter.release)
+	defer g.finish()
+	if err := handler(srv, &validatingStream{ServerStream: g}); !g.stalled {
+		return err
+	}
+	return g.stallError() // whatever the handler made of it
 }
 
 // admit authenticates a call and takes its admission slot, if its method has a
@@ -142,7 +150,10 @@ func (c *calls) admit(ctx context.Context, r *route) error {
 	if r.limiter == nil {
 		return nil
 	}
-	return r.limiter.acquire(ctx)
+	if err := r.limiter.acquire(ctx); err != nil {
+		return admissionStatus(err)
+	}
+	return nil
 }
 
 // observe records a finished call's latency and, when debug logs or the call's span

@@ -35,6 +35,11 @@ const (
 	DefaultQuantizationWindow          = 5 * time.Second
 	DefaultMaxStalenessPercent         = 10
 	DefaultAdmissionWait               = 250 * time.Millisecond
+	DefaultPlaygroundMaxInflight       = 1
+	DefaultPlaygroundTimeout           = 5 * time.Second
+	DefaultMaxWatchStreams             = 1000
+	DefaultStreamStallTimeout          = 2 * time.Second
+	DefaultMaxTenants                  = 100
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
 	DefaultDispatchCacheMaxBytes       = 32 << 20
 	// DefaultMemoryDispatchCacheMaxBytes is the dispatch cache over the memory engine,
@@ -147,6 +152,29 @@ type Config struct {
 	BootstrapOverwrite bool
 	// ShutdownGrace is how long Serve waits for in-flight requests when it stops.
 	ShutdownGrace time.Duration
+	// StreamStallTimeout is how long a streaming call may wait on a client that does
+	// not read before it is ended and its admission slot freed (0: the default).
+	StreamStallTimeout time.Duration
+
+	// PlaygroundEnabled serves the web playground at /playground on the HTTP listener;
+	// nil means on when the HTTP address is loopback and off beyond it (the playground
+	// needs no API key, and its evaluations cost CPU).
+	PlaygroundEnabled *bool
+	// PlaygroundPresharedKey, when set, is the bearer token the playground's API requires.
+	PlaygroundPresharedKey string
+	// PlaygroundMaxInflight is how many playground evaluations run at once (0: 1), and
+	// PlaygroundMaxQueued how many wait (0: 4× that); they run only while no API call
+	// waits for a slot. PlaygroundTimeout bounds one evaluation and its wait (0: 5 s);
+	// one that runs out answers 503.
+	PlaygroundMaxInflight, PlaygroundMaxQueued int
+	PlaygroundTimeout                          time.Duration
+
+	// MaxWatchStreams bounds the Watch streams open at once (0: the default); past it
+	// a Watch is refused with RESOURCE_EXHAUSTED.
+	MaxWatchStreams int
+	// MaxTenants bounds the Permify tenants besides t1 (0: the default); past it
+	// tenants/create is refused.
+	MaxTenants int
 
 	// Logger receives server logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -217,6 +245,12 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxQueuedCheap, 8*c.MaxInflightCheap)
 	setDefault(&c.MaxQueuedExpensive, 8*c.MaxInflightExpensive)
 	setDefault(&c.AdmissionWait, DefaultAdmissionWait)
+	setDefault(&c.StreamStallTimeout, DefaultStreamStallTimeout)
+	setDefault(&c.PlaygroundMaxInflight, DefaultPlaygroundMaxInflight)
+	setDefault(&c.PlaygroundMaxQueued, 4*c.PlaygroundMaxInflight)
+	setDefault(&c.PlaygroundTimeout, DefaultPlaygroundTimeout)
+	setDefault(&c.MaxWatchStreams, DefaultMaxWatchStreams)
+	setDefault(&c.MaxTenants, DefaultMaxTenants)
 	if c.DatastoreEngine == "memory" {
 		setDefault(&c.DispatchCacheMaxBytes, DefaultMemoryDispatchCacheMaxBytes)
 	}
@@ -297,6 +331,12 @@ func (c Config) Validate() error {
 		{"max queued cheap requests", int64(c.MaxQueuedCheap)},
 		{"max queued expensive requests", int64(c.MaxQueuedExpensive)},
 		{"admission wait", int64(c.AdmissionWait)},
+		{"stream stall timeout", int64(c.StreamStallTimeout)},
+		{"playground max inflight", int64(c.PlaygroundMaxInflight)},
+		{"playground max queued", int64(c.PlaygroundMaxQueued)},
+		{"playground timeout", int64(c.PlaygroundTimeout)},
+		{"max watch streams", int64(c.MaxWatchStreams)},
+		{"max tenants", int64(c.MaxTenants)},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", n.name))
@@ -331,6 +371,16 @@ func checkTLSPair(listener, cert, key string) error {
 		return fmt.Errorf("--%s-tls-cert-path and --%s-tls-key-path go together: give both or neither", listener, listener)
 	}
 	return nil
+}
+
+// playgroundEnabled says whether the gateway serves the playground: as set, or, by
+// default, when the HTTP listener is on loopback only.
+func (c Config) playgroundEnabled() bool {
+	if c.PlaygroundEnabled != nil {
+		return *c.PlaygroundEnabled
+	}
+	host, _, err := net.SplitHostPort(c.HTTPAddr)
+	return err == nil && isLoopback(host)
 }
 
 func isLoopback(host string) bool {

@@ -66,9 +66,12 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.closePermify = closePermify
-	s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth})
+	if s.cfg.playgroundEnabled() {
+		s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth, Timeout: s.cfg.PlaygroundTimeout, Key: s.cfg.PlaygroundPresharedKey})
+		handler = withPlayground(s.adm.guard(playgroundSurface, s.playground), handler)
+	}
 	s.http = &http.Server{
-		Handler:           httpRequestIDs(s.limitBody(withPlayground(s.playground, handler))),
+		Handler:           httpRequestIDs(s.limitBody(handler)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logging.StdLogger(s.cfg.Logger),
 	}
@@ -76,9 +79,10 @@ func (s *Server) newGateway() error {
 }
 
 // withPlayground serves the playground page and its API under /playground, and the
-// gateway's OpenAPI document at /openapi.json, beside next. Neither needs a key: the
-// playground runs on scratch stores of its own and never reads this server's data,
-// and the document describes the API, as SpiceDB's does without a key.
+// gateway's OpenAPI document at /openapi.json, beside next. Neither needs an API key (the
+// playground may have a key of its own): the playground runs on scratch stores of its
+// own and never reads this server's data, and the document describes the API, as
+// SpiceDB's does without a key.
 func withPlayground(pg http.Handler, next http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/playground", pg)
@@ -95,6 +99,22 @@ var strictJSON = &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
 	MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 	UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 }}
+
+// playgroundSurface admits the playground's evaluations in their own small class,
+// which yields to the API; its page and assets are files, served without a turn.
+var playgroundSurface = httpSurface{
+	classOf: func(r *http.Request) admissionClass {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/playground/api/") {
+			return classPlayground
+		}
+		return ""
+	},
+	overloaded: func(w http.ResponseWriter, err *overloadError) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "the playground is busy: " + err.Error()})
+	},
+}
 
 // boundedErrors is grpc-gateway's error handler with the message cut to a bounded
 // prefix: a body the gateway cannot decode comes back quoting the offending value,

@@ -25,10 +25,12 @@ import (
 // those stores.
 func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 	h, err := permify.New(permify.Config{
-		Engine:        s.engine,
-		Default:       s.store,
-		SharedDefault: true,
-		Tenants:       s.tenantStores(),
+		Engine:             s.engine,
+		Default:            s.store,
+		SharedDefault:      true,
+		Tenants:            s.tenantStores(),
+		MaxTenants:         s.cfg.MaxTenants,
+		StreamStallTimeout: s.cfg.StreamStallTimeout,
 		Authorize: func(r *http.Request) error {
 			md := metadata.Pairs("authorization", r.Header.Get("Authorization"))
 			err := s.auth.check(metadata.NewIncomingContext(r.Context(), md))
@@ -47,9 +49,23 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 		return nil, nil, fmt.Errorf("opening the Permify tenants: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/tenants/", h)
+	mux.Handle("/v1/tenants/", s.adm.guard(permifySurface, h))
 	mux.Handle("/", next)
 	return mux, h.Close, nil
+}
+
+// permifySurface admits Permify's calls in the API's classes: lookups and reads as
+// expensive, the rest (checks, writes, tenants) as cheap.
+var permifySurface = httpSurface{
+	classOf: func(r *http.Request) admissionClass {
+		if permify.Expensive(r.URL.Path) {
+			return classExpensive
+		}
+		return classCheap
+	},
+	overloaded: func(w http.ResponseWriter, err *overloadError) {
+		permify.WriteError(w, permify.Overloaded(err.Error()))
+	},
 }
 
 // tenantConns sizes each SQL tenant store's pools: tenants share the database server

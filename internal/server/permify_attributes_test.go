@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/latch-authz/latch/internal/store/postgres"
 	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
@@ -56,7 +57,15 @@ func TestPermifyConcurrentAttributeWritesLoseNoUpdate(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := start(t, tc.config(t))
+			mutate := tc.config(t)
+			ts := start(t, func(c *Config) {
+				if mutate != nil {
+					mutate(c)
+				}
+				// Every writer's call waits for its turn: this is about lost updates, and
+				// Permify's calls are admitted like the SpiceDB API's.
+				c.AdmissionWait = time.Minute
+			})
 			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/schemas/write", map[string]any{"schema": concurrentAttrsSchema()}); code != http.StatusOK {
 				t.Fatalf("schemas/write: %d %v", code, out)
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
 	"github.com/latch-authz/latch/internal/store/crdb"
 	"github.com/latch-authz/latch/internal/store/memory"
 	"github.com/latch-authz/latch/internal/store/pebble"
@@ -56,6 +57,12 @@ type Server struct {
 	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.
 	generatedPath string
 	auth          *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
+	adm           *admission     // the limiters every API surface's calls go through
+	// watchSlots holds a place per open Watch stream (--max-watch-streams); hub, made
+	// once (hubOnce), is the one watch of the store they all share.
+	watchSlots chan struct{}
+	hubOnce    sync.Once
+	hub        *changefeed.Hub
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -97,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer()}
+	s := &Server{cfg: cfg, schemas: newSchemaCache(), metrics: newMetrics(cfg.Logger), tracer: cfg.tracer(), watchSlots: make(chan struct{}, cfg.MaxWatchStreams)}
 	s.cache = newDispatchCache(cfg.DispatchCacheMaxBytes, s.metrics)
 	ecfg := engine.Config{MaxDepth: cfg.MaxDepth, Cache: s.cache}
 	if cfg.Cluster.Enabled {
@@ -239,7 +246,8 @@ func (s *Server) listen() error {
 }
 
 func (s *Server) newGRPCServer() *grpc.Server {
-	calls := newCalls(s.cfg.Logger, s.metrics, s.auth, newAdmission(s.cfg, s.metrics))
+	s.adm = newAdmission(s.cfg, s.metrics)
+	calls := newCalls(s.cfg.Logger, s.metrics, s.auth, s.adm, s.cfg.StreamStallTimeout)
 	opts := s.cfg.tracingOptions()
 	if s.grpcTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.Server())))

@@ -7,8 +7,11 @@ import (
 	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
 )
 
 // Watch tuning. Variables so that tests can shrink them.
@@ -37,9 +40,15 @@ type watchService struct {
 func (w *watchService) Watch(req *v1.WatchRequest, stream v1.WatchService_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	watcher, ok := w.s.store.(store.Watcher)
-	if !ok {
+	watcher := w.s.watchHub()
+	if watcher == nil {
 		return w.s.status(&unsupportedError{"watch on this datastore"})
+	}
+	select {
+	case w.s.watchSlots <- struct{}{}:
+		defer func() { <-w.s.watchSlots }()
+	default:
+		return status.Errorf(codes.ResourceExhausted, "too many watch streams: %d are open, the most this server serves (--max-watch-streams); retry later or share one stream", cap(w.s.watchSlots))
 	}
 	plan, err := newWatchPlan(req)
 	if err != nil {
@@ -60,6 +69,17 @@ func (w *watchService) Watch(req *v1.WatchRequest, stream v1.WatchService_WatchS
 	err = pumpWatch(ctx, watcher.Watch(ctx, after, plan.storeOptions()), plan, snd)
 	cancel() // ends the store's watch before waiting for the sender
 	return w.s.status(snd.finish(err))
+}
+
+// watchHub is the one watch of the store every Watch stream shares (nil when the store
+// cannot watch), made at first use.
+func (s *Server) watchHub() *changefeed.Hub {
+	s.hubOnce.Do(func() {
+		if watcher, ok := s.store.(store.Watcher); ok {
+			s.hub = changefeed.NewHub(watcher, s.store.HeadRevision, watchCheckpointInterval, 0)
+		}
+	})
+	return s.hub
 }
 
 // watchStart is the revision a watch starts after: the cursor's, or the head's.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/relv1"
@@ -333,6 +334,39 @@ func TestWatchWithoutCursorStartsAtHead(t *testing.T) {
 		}
 		if rev, err := zedtoken.Decode(resp.GetChangesThrough().GetToken()); err == nil && resp.GetIsCheckpoint() && rev >= afterRev {
 			return
+		}
+	}
+}
+
+// TestWatchStreamsBounded: past --max-watch-streams a Watch is refused with
+// RESOURCE_EXHAUSTED; once a stream closes, a new one is served, and the open streams
+// share the store's one watch.
+func TestWatchStreamsBounded(t *testing.T) {
+	ts := start(t, func(c *Config) { c.MaxWatchStreams = 2 })
+	ts.writeSchema(t, watchSchema)
+	first, cancelFirst := context.WithCancel(ctxT(t))
+	ts.watch(first, t, &v1.WatchRequest{})
+	second := ts.watch(ctxT(t), t, &v1.WatchRequest{})
+	for len(ts.srv.watchSlots) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	_, err := ts.watch(ctxT(t), t, &v1.WatchRequest{}).Recv()
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-watch-streams") {
+		t.Fatalf("a third watch with --max-watch-streams 2: %v, want RESOURCE_EXHAUSTED naming the flag", err)
+	}
+	cancelFirst()
+	for len(ts.srv.watchSlots) > 1 {
+		time.Sleep(time.Millisecond)
+	}
+	third := ts.watch(ctxT(t), t, &v1.WatchRequest{})
+	for len(ts.srv.watchSlots) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	tok := ts.write(t, relationship("document", "1", "viewer", "user", "a", "")).GetToken()
+	want := "@" + tok + " TOUCH document:1#viewer@user:a"
+	for _, s := range []v1.WatchService_WatchClient{second, third} {
+		if got := recvN(t, s, 1)[0]; got != want {
+			t.Fatalf("a watch within the bound got %q, want %q", got, want)
 		}
 	}
 }

@@ -26,6 +26,15 @@ func NewError(code codes.Code, reason, msg string) error {
 	return &apiError{code: code, reason: reason, msg: msg}
 }
 
+// Overloaded is the answer to a request the server's admission control refused.
+// Permify's own limiter answers that with gRPC's RESOURCE_EXHAUSTED (HTTP 429) and a
+// sentence, not one of its ERROR_CODE_* names, and so does this.
+func Overloaded(msg string) error { return &overloadedError{msg} }
+
+type overloadedError struct{ msg string }
+
+func (e *overloadedError) Error() string { return e.msg }
+
 func invalid(reason, msg string) error {
 	return &apiError{code: codes.InvalidArgument, reason: reason, msg: msg}
 }
@@ -72,6 +81,9 @@ func permifyCode(code codes.Code) string {
 	return "ERROR_CODE_INVALID_ARGUMENT"
 }
 
+// WriteError answers with err in Permify's error shape, for the server's wrappers.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
+
 // writeError answers with Permify's error body: {"code", "message", "details"}.
 func writeError(w http.ResponseWriter, err error) {
 	status, body := errorBody(err)
@@ -81,10 +93,15 @@ func writeError(w http.ResponseWriter, err error) {
 // errorBody is err's HTTP status and Permify's error body for it, which a stream also
 // sends, as {"error": body}.
 func errorBody(err error) (int, map[string]any) {
-	e := toAPI(err)
+	e, message := toAPI(err), ""
+	if o, ok := errors.AsType[*overloadedError](err); ok {
+		e, message = &apiError{codes.ResourceExhausted, "RESOURCE_EXHAUSTED", o.msg}, apierr.Bound(o.msg)
+	} else {
+		message = e.reason
+	}
 	return runtime.HTTPStatusFromCode(e.code), map[string]any{
 		"code":    e.code,
-		"message": e.reason,
+		"message": message,
 		"details": []any{map[string]any{
 			"@type":    "type.googleapis.com/google.rpc.ErrorInfo",
 			"reason":   e.reason,

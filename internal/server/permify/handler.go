@@ -52,6 +52,11 @@ type Config struct {
 	// MaxBatch bounds tuples plus attributes per data/write and checks per bulk-check
 	// (Permify's default is 100; load scripts send 1,000). 0 means 10,000.
 	MaxBatch int
+	// MaxTenants bounds the tenants besides t1 that the API creates (0: no bound).
+	MaxTenants int
+	// StreamStallTimeout bounds each write of a streamed answer: a client that reads
+	// nothing for this long ends its stream (0: no bound).
+	StreamStallTimeout time.Duration
 }
 
 // TenantStores opens, lists and removes the stores of tenants other than t1.
@@ -76,9 +81,10 @@ type Handler struct {
 	cfg     Config
 	schemas *schema.Cache[*view]
 
-	mu      sync.Mutex
-	tenants map[string]*tenant // guarded by mu
-	closed  bool               // guarded by mu
+	mu       sync.Mutex
+	tenants  map[string]*tenant // guarded by mu
+	creating map[string]bool    // guarded by mu; ids whose store is being made
+	closed   bool               // guarded by mu
 }
 
 type tenant struct {
@@ -94,7 +100,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 10_000
 	}
-	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}}
+	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}, creating: map[string]bool{}}
 	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default, engine: cfg.Engine.Sibling()}
 	if cfg.Tenants != nil {
 		existing, err := cfg.Tenants.Existing()
@@ -155,6 +161,28 @@ func (h *Handler) streams() map[string]streamRoute {
 	return map[string]streamRoute{
 		"permissions/lookup-entity-stream": h.lookupEntityStream,
 	}
+}
+
+// expensiveEndpoints are the tenant endpoints whose cost grows with the data (or, for
+// a schema, with its size): the server admits them in its expensive class, as it
+// admits the SpiceDB API's lookups, reads and schema writes.
+var expensiveEndpoints = map[string]bool{
+	"schemas/write":                    true,
+	"data/read":                        true,
+	"data/relationships/read":          true,
+	"data/attributes/read":             true,
+	"relationships/read":               true,
+	"permissions/lookup-entity":        true,
+	"permissions/lookup-entity-stream": true,
+	"permissions/lookup-subject":       true,
+}
+
+// Expensive says whether the request at path (/v1/tenants/{id}/...) is one of the
+// expensive endpoints.
+func Expensive(path string) bool {
+	rest, _ := strings.CutPrefix(path, "/v1/tenants/")
+	_, endpoint, _ := strings.Cut(rest, "/")
+	return expensiveEndpoints[endpoint]
 }
 
 // ServeHTTP routes /v1/tenants/... requests.
@@ -281,22 +309,48 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 	if h.cfg.Tenants == nil {
 		return nil, &apiError{code: codes.Unimplemented, reason: "ERROR_CODE_NOT_IMPLEMENTED", msg: "this server does not create tenants"}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, &apiError{code: codes.Unavailable, reason: "ERROR_CODE_INTERNAL", msg: "server is shutting down"}
+	if err := h.reserve(req.ID); err != nil {
+		return nil, err
 	}
-	if _, dup := h.tenants[req.ID]; dup {
-		return nil, &apiError{code: codes.AlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(req.ID) + " already exists"}
-	}
+	// The store is made without the lock: opening one waits on its database, and every
+	// other request on every tenant takes the lock.
 	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), engine: h.cfg.Engine.Sibling(), owned: true}
 	st, err := h.cfg.Tenants.Create(TenantInfo{ID: t.ID, Name: t.Name, Created: t.Created})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.creating, req.ID)
 	if err != nil {
-		return nil, &apiError{code: codes.Internal, reason: "ERROR_CODE_INTERNAL", msg: "creating the tenant's store: " + err.Error()}
+		return nil, err // classified by toAPI: the datastore's outage, never its address
+	}
+	if h.closed {
+		_ = st.Close()
+		return nil, errShuttingDown
 	}
 	t.store = st
 	h.tenants[req.ID] = t
 	return map[string]any{"tenant": t.json()}, nil
+}
+
+var errShuttingDown = &apiError{code: codes.Unavailable, reason: "ERROR_CODE_INTERNAL", msg: "server is shutting down"}
+
+// reserve claims a new tenant id while its store is made, within Config.MaxTenants.
+func (h *Handler) reserve(id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errShuttingDown
+	}
+	if _, dup := h.tenants[id]; dup || h.creating[id] {
+		return &apiError{code: codes.AlreadyExists, reason: "ERROR_CODE_UNIQUE_CONSTRAINT", msg: "tenant " + quote(id) + " already exists"}
+	}
+	if n := len(h.tenants) - 1 + len(h.creating); h.cfg.MaxTenants > 0 && n >= h.cfg.MaxTenants {
+		return &apiError{
+			code: codes.FailedPrecondition, reason: "ERROR_CODE_VALIDATION",
+			msg: "this server holds at most " + strconv.Itoa(h.cfg.MaxTenants) + " tenants besides t1 (--max-tenants); delete one first",
+		}
+	}
+	h.creating[id] = true
+	return nil
 }
 
 func validTenantID(id string) bool {
@@ -336,7 +390,7 @@ func (h *Handler) deleteTenant(id string) (any, error) {
 	if t.owned {
 		_ = t.store.Close()
 		if err := h.cfg.Tenants.Remove(id); err != nil {
-			return nil, &apiError{code: codes.Internal, reason: "ERROR_CODE_INTERNAL", msg: "removing the tenant's data: " + err.Error()}
+			return nil, err // classified by toAPI, without the database's detail
 		}
 	}
 	return map[string]any{"tenant": t.json()}, nil

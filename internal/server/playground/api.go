@@ -38,7 +38,11 @@ func (h *Handler) withSession(r *http.Request, req *request, fn func(context.Con
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	return s.use(ctx, req, func(w *workspace) error { return fn(ctx, s, w) })
+	err = s.use(ctx, req, func(w *workspace) error { return fn(ctx, s, w) })
+	if ctx.Err() != nil {
+		return ctx.Err() // past the limit, whatever part of the work noticed it
+	}
+	return err
 }
 
 func (h *Handler) analyze(r *http.Request, req *request) (any, error) {
@@ -83,8 +87,8 @@ func (h *Handler) check(r *http.Request, req *request) (any, error) {
 			}
 			res := checkResult{Line: i + 1, Text: line}
 			if err := runCheck(ctx, s.eng, w, line, &res); err != nil {
-				if ctx.Err() != nil {
-					return &requestError{fmt.Sprintf("the checks took longer than %s and were stopped", h.cfg.Timeout)}
+				if err := ctx.Err(); err != nil {
+					return err
 				}
 				res.Error = err.Error()
 			}

@@ -9,11 +9,14 @@ package playground
 
 import (
 	"context"
+	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,7 +31,6 @@ const (
 	DefaultMaxRelationships = 5000
 	DefaultMaxChecks        = 200
 	DefaultTimeout          = 5 * time.Second
-	DefaultMaxInflight      = 2
 )
 
 // Config bounds what the playground may hold: it is open to anyone who reaches the
@@ -44,11 +46,12 @@ type Config struct {
 	MaxRelationships int
 	// MaxChecks bounds the checks of one request.
 	MaxChecks int
-	// Timeout bounds one request's evaluation, and its wait for a turn.
+	// Timeout bounds one request's evaluation; one that runs out answers 503. How many
+	// evaluate at once is the server's to bound (its admission control), so that the
+	// playground cannot take the CPU from the server's own API.
 	Timeout time.Duration
-	// MaxInflight is how many requests evaluate at once; others wait their turn, so
-	// that the playground cannot take the CPU from the server's own API.
-	MaxInflight int
+	// Key, when set, is the bearer token every API request must present.
+	Key string
 	// MaxDepth is the engine's depth limit; 0 means the engine's default.
 	MaxDepth int
 	// Now is the clock, for tests; default time.Now.
@@ -71,9 +74,6 @@ func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -84,7 +84,6 @@ func (c Config) withDefaults() Config {
 type Handler struct {
 	cfg    Config
 	mux    *http.ServeMux
-	turns  chan struct{} // a slot per request evaluating
 	mu     sync.Mutex
 	active map[string]*session // guarded by mu
 }
@@ -92,7 +91,7 @@ type Handler struct {
 // New returns a Handler.
 func New(cfg Config) *Handler {
 	cfg = cfg.withDefaults()
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), turns: make(chan struct{}, cfg.MaxInflight), active: map[string]*session{}}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), active: map[string]*session{}}
 	assets, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded folder is part of the binary
@@ -130,9 +129,17 @@ type requestError struct{ msg string }
 func (e *requestError) Error() string { return e.msg }
 
 // api decodes a JSON request into a workspace-carrying body, runs fn, and encodes
-// its answer; request problems are 400s, anything else a 500 without detail.
+// its answer; request problems are 400s, a missing key 401, an evaluation past the
+// time limit 503 saying so, anything else a 500 without detail.
 func (h *Handler) api(fn func(r *http.Request, req *request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if !h.authorized(r) {
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "this playground needs its key: send it as `Authorization: Bearer <key>`"})
+			return
+		}
 		var req request
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
@@ -140,34 +147,39 @@ func (h *Handler) api(fn func(r *http.Request, req *request) (any, error)) http.
 		if err != nil {
 			err = &requestError{"reading the request: " + err.Error()}
 		} else {
-			out, err = h.inTurn(r, &req, fn)
+			out, err = fn(r, &req)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		var re *requestError
-		switch {
-		case errors.As(err, &re):
-			w.WriteHeader(http.StatusBadRequest)
-			out = map[string]string{"error": re.msg}
-		case err != nil:
-			w.WriteHeader(http.StatusInternalServerError)
-			out = map[string]string{"error": "internal error"}
+		status, msg := h.errorStatus(err)
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			out = map[string]string{"error": msg}
 		}
 		_ = json.NewEncoder(w).Encode(out)
 	}
 }
 
-// inTurn runs fn once fewer than MaxInflight requests are evaluating.
-func (h *Handler) inTurn(r *http.Request, req *request, fn func(r *http.Request, req *request) (any, error)) (any, error) {
-	wait, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
-	defer cancel()
-	select {
-	case h.turns <- struct{}{}:
-		defer func() { <-h.turns }()
-		return fn(r, req)
-	case <-wait.Done():
-		return nil, &requestError{"the playground is busy; try again in a moment"}
+// errorStatus is the HTTP status and message an API call that failed with err
+// answers (200 for nil).
+func (h *Handler) errorStatus(err error) (int, string) {
+	var re *requestError
+	switch {
+	case err == nil:
+		return http.StatusOK, ""
+	case errors.As(err, &re):
+		return http.StatusBadRequest, re.msg
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, fmt.Sprintf("the evaluation took longer than the playground's limit of %s and was stopped; make the input smaller or try again", h.cfg.Timeout)
 	}
+	return http.StatusInternalServerError, "internal error"
+}
+
+// authorized says whether r presents the playground's key, when it has one.
+func (h *Handler) authorized(r *http.Request) bool {
+	if h.cfg.Key == "" {
+		return true
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Key)) == 1
 }
 
 // session returns the scratch session id names, creating it (and dropping idle and,

@@ -43,8 +43,8 @@ func (h *Handler) validate(r *http.Request, req *request) (any, error) {
 	} else {
 		err = out.runSpiceDB(ctx, req)
 	}
-	if ctx.Err() != nil {
-		return nil, &requestError{fmt.Sprintf("the validation took longer than %s and was stopped", h.cfg.Timeout)}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return out, err
 }

@@ -394,12 +394,17 @@ function saved() {
   }
 }
 
+// A playground served with a key (--playground-preshared-key) answers 401 until the
+// page sends it; the key is asked for once and kept for the browser tab.
 async function api(path, body) {
-  const res = await fetch("api/" + path, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ session, ...body }),
-  });
+  let res = await post(path, body);
+  if (res.status === 401) {
+    const key = window.prompt("This playground needs its key:");
+    if (key) {
+      sessionStorage.setItem("latch-playground-key", key);
+      res = await post(path, body);
+    }
+  }
   let out;
   try {
     out = await res.json();
@@ -408,6 +413,13 @@ async function api(path, body) {
   }
   if (!res.ok) throw new Error(out.error || `${path}: HTTP ${res.status}`);
   return out;
+}
+
+function post(path, body) {
+  const headers = { "Content-Type": "application/json" };
+  const key = sessionStorage.getItem("latch-playground-key");
+  if (key) headers.Authorization = "Bearer " + key;
+  return fetch("api/" + path, { method: "POST", headers, body: JSON.stringify({ session, ...body }) });
 }
 
 function setStatus(msg, isError) {
