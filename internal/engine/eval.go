@@ -37,6 +37,11 @@ type evaluator struct {
 	// the caveat context as they receive it.
 	routing *routing
 	ctxJSON []byte
+	// index, when not nil, answers what it holds of the subject's sets; view is its
+	// answer for this request's subject and revision, asked for once (viewKnown).
+	index     SetIndex
+	view      SetView
+	viewKnown bool
 
 	// scratch is storage for one store query at a time (directMatches' filter), so
 	// that the hottest read of a check does not allocate it.
@@ -157,6 +162,15 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			answer(id, outHas)
 			step = ev.tr.answered(step, r, id, outHas, false)
 			continue
+		}
+		if ev.index != nil && !r.IsPermission() {
+			if o, ok := ev.indexed(ctx, r, id, depth); ok {
+				skip()
+				ev.memo[k] = o
+				answer(id, o)
+				known = ev.tr.answered(known, r, id, o, true)
+				continue
+			}
 		}
 		if route {
 			if n := ev.routing.owner(r, id); n != nil {

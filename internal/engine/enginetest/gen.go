@@ -26,6 +26,9 @@ type Options struct {
 	// Cycles are legal, but SpiceDB follows them to its depth limit, at a cost
 	// exponential in that limit, and ends in an error rather than an answer to compare.
 	Acyclic bool
+	// Nested makes every definition's first relation admit its own subject set
+	// (`relation rel0: ... | def0#rel0`, nested groups), besides what it draws.
+	Nested bool
 }
 
 // AllTraits uses every trait the generator knows.
@@ -85,6 +88,9 @@ func (g *Gen) Schema() string {
 				for range 1 + g.Rnd.IntN(3) {
 					types = append(types, g.subjectType(d))
 				}
+			}
+			if g.Opts.Nested && r == g.Rels[d][0] {
+				types = append(types, d+"#"+r)
 			}
 			slices.Sort(types)
 			g.Allowed[d+"#"+r] = slices.Compact(types)
