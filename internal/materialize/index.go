@@ -347,7 +347,7 @@ func (v *view) member(r *ir.Relation, id string, depth int) (yes, known bool) {
 	if d, in := v.reach[nid]; in && int(d) < depth {
 		v.answers.Add(1)
 		return true, true
-	} else if in || s.taint != member || int(s.height) >= depth {
+	} else if in || s.taint != absent || int(s.height) >= depth {
 		v.fallbacks.Add(1)
 		return false, false
 	}

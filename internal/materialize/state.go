@@ -13,7 +13,8 @@ import (
 
 // summary is what a set's descendants say about the answers it can give: height, the
 // longest chain of set edges below it (inf: a cycle is reachable), and taint, the worst
-// class of relationship on it or below it.
+// class of relationship on it or below it: absent when all are unconditional (members),
+// expiring or conditional otherwise.
 type summary struct {
 	height uint8
 	taint  class
@@ -49,7 +50,8 @@ type node struct {
 	dropped bool
 }
 
-// selfTaint is the worst class of the set's own relationships.
+// selfTaint is the worst class of the set's own relationships, absent when they are
+// all unconditional.
 func (n *node) selfTaint() class {
 	switch {
 	case n.cond > 0:
@@ -57,7 +59,7 @@ func (n *node) selfTaint() class {
 	case n.exp > 0:
 		return expiring
 	}
-	return member
+	return absent
 }
 
 // pair is one relationship of an indexed relation: the set and its subject.
@@ -452,6 +454,11 @@ func (st *state) summarize(region []uint32, rev store.Revision) {
 				h = inf
 			}
 			s.height, s.taint = max(s.height, h), max(s.taint, cs.taint)
+		}
+		if s.height == inf {
+			// A set reaching a cycle is evaluated whatever its taint, which a walk
+			// that meets the cycle half-way round would not know whole: say so.
+			s.taint = conditional
 		}
 		sc.state[id], sc.tmp[id] = done, s
 		return s
