@@ -42,7 +42,8 @@ type Config struct {
 	// SchemaAt returns the compiled schema in force at a revision (nil when none).
 	SchemaAt func(ctx context.Context, rev store.Revision) (*ir.Schema, error)
 	// MaxBytes bounds the index's memory; past it, subjects' memberships and sets'
-	// ancestors are dropped and reads of them are evaluated.
+	// ancestors are dropped and reads of them are evaluated. The sets' own edges and
+	// summaries are always held: when they alone pass it, the index turns itself off.
 	MaxBytes int64
 	// Retain is how long a superseded revision stays readable through the index
 	// (reads of older revisions are evaluated): at least the longest a server may go
@@ -59,6 +60,7 @@ type Config struct {
 type Index struct {
 	cfg       Config
 	cur       atomic.Pointer[state] // nil while (re)building
+	off       atomic.Bool           // past its memory bound, the index turned itself off
 	builds    atomic.Int64
 	fallbacks atomic.Int64 // reads the index could not answer
 	answers   atomic.Int64 // reads the index answered
@@ -101,6 +103,11 @@ func (x *Index) Run(ctx context.Context) {
 		if errors.Is(err, errBreaking) {
 			x.cfg.Logger.Info("materialize: schema change; rebuilding the index")
 			continue
+		}
+		if errors.Is(err, errTooBig) {
+			x.cfg.Logger.Error("materialize: the index is off; raise its memory bound to turn it on", "err", err)
+			x.off.Store(true)
+			return
 		}
 		x.cfg.Logger.Warn("materialize: index stopped; rebuilding", "err", err)
 		select {
@@ -146,20 +153,22 @@ func (x *Index) follow(ctx context.Context, w store.Watcher) error {
 				return errBreaking
 			}
 		}
-		st.apply(ch)
+		if err := st.apply(ch); err != nil {
+			return err
+		}
 	}
 	return ctx.Err()
 }
 
 // apply applies one committed revision.
-func (st *state) apply(ch store.Change) {
+func (st *state) apply(ch store.Change) error {
 	for i := range ch.Updates {
 		u := &ch.Updates[i]
 		if st.plan.indexes(u.Relationship.Resource.Type, u.Relationship.Relation) {
 			st.change(&u.Relationship, u.Op == store.ChangeDelete)
 		}
 	}
-	st.finish(ch.Revision)
+	return st.finish(ch.Revision)
 }
 
 // build reads every relationship of the plan's relations at rev.
@@ -186,7 +195,9 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 			edges++
 		}
 	}
-	st.finish(rev)
+	if err := st.finish(rev); err != nil {
+		return nil, err
+	}
 	x.builds.Add(1)
 	took := time.Since(start)
 	if !p.empty() {
@@ -357,8 +368,9 @@ func (v *view) member(r *ir.Relation, id string, depth int) (yes, known bool) {
 
 // Stats describes the index.
 type Stats struct {
-	// Ready: the index is built and following the store.
-	Ready bool
+	// Ready: the index is built and following the store. Off: it turned itself off,
+	// the sets' edges alone passing its memory bound.
+	Ready, Off bool
 	// Applied is the newest revision applied; Horizon the oldest still read.
 	Applied, Horizon store.Revision
 	// Entries counts (subject, set) and (set, ancestor) entries; Bytes the memory held.
@@ -370,7 +382,7 @@ type Stats struct {
 
 // Stats returns the index's figures now.
 func (x *Index) Stats() Stats {
-	out := Stats{Builds: x.builds.Load(), Answers: x.answers.Load(), Fallbacks: x.fallbacks.Load()}
+	out := Stats{Off: x.off.Load(), Builds: x.builds.Load(), Answers: x.answers.Load(), Fallbacks: x.fallbacks.Load()}
 	if st := x.cur.Load(); st != nil {
 		out.Ready = true
 		out.Applied, out.Horizon = store.Revision(st.applied.Load()), store.Revision(st.horizon.Load())

@@ -1,6 +1,8 @@
 package materialize
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,14 +41,14 @@ type node struct {
 	anc chain[[]uint64]
 	sum chain[summary]
 
-	// Written before a reader can find the node (under the state's lock).
-	set bool
-
 	// Writer only.
 	children  []uint32 // the sets this set holds unconditionally, sorted
 	cond, exp int32    // its conditional and expiring relationships
-	// dropped: past the memory bound, the node's droppable slot (a subject's parents,
-	// a set's ancestors) is no longer held; reads of it fall back.
+
+	// Written before a reader can find the node (under the state's lock).
+	set bool
+	// dropped (writer only): past the memory bound, the node's droppable slot (a
+	// subject's parents, a set's ancestors) is no longer held; reads of it fall back.
 	dropped bool
 }
 
@@ -124,6 +126,8 @@ type state struct {
 	scratch   scratch
 	// scratchBytes is what scratch held when last counted in bytes.
 	scratchBytes int64
+	// droppable is the part of bytes the memory bound may drop (grow).
+	droppable int64
 }
 
 // keptPending bounds the nodes a revision may have changed and its map of changes
@@ -269,9 +273,13 @@ func (st *state) delta(id uint32) *delta {
 	return d
 }
 
+// errTooBig: what the index cannot drop passes its memory bound.
+var errTooBig = errors.New("the nested sets alone (their edges and summaries) need more memory than the index may hold")
+
 // finish completes revision rev: it writes the new parents and children, recomputes
-// the ancestors and summaries the revision may have changed, and publishes rev.
-func (st *state) finish(rev store.Revision) {
+// the ancestors and summaries the revision may have changed, and publishes rev. It
+// fails with errTooBig, publishing nothing, when what it cannot drop passes the bound.
+func (st *state) finish(rev store.Revision) error {
 	for id, d := range st.pending {
 		n := st.node(id)
 		if len(d.addParents)+len(d.delParents) > 0 && (n.set || !n.dropped) {
@@ -298,7 +306,11 @@ func (st *state) finish(rev store.Revision) {
 	sb := st.scratch.bytes()
 	st.bytes.Add(sb - st.scratchBytes)
 	st.scratchBytes = sb
+	if held := st.bytes.Load() - st.droppable; held > st.maxBytes {
+		return fmt.Errorf("%w: %d bytes, bound %d", errTooBig, held, st.maxBytes)
+	}
 	st.publish(rev)
+	return nil
 }
 
 // pushParents makes ps node id's parents from rev, or drops them past the memory bound
@@ -312,9 +324,18 @@ func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision
 	}
 	st.entries.Add(int64(len(ps) - len(cur)))
 	delta, superseded := n.parents.push(rev, ps, false, ids32Bytes)
-	st.bytes.Add(delta)
+	st.grow(delta, !n.set)
 	if superseded {
 		st.queue = append(st.queue, pruneItem{rev, id, slotParents})
+	}
+}
+
+// grow counts delta more bytes held; droppable says they are a subject's parents or
+// a set's ancestors, which the memory bound may drop.
+func (st *state) grow(delta int64, droppable bool) {
+	st.bytes.Add(delta)
+	if droppable {
+		st.droppable += delta
 	}
 }
 
@@ -328,7 +349,7 @@ func (st *state) drop(id uint32, n *node, rev store.Revision) {
 	} else {
 		delta, superseded = n.parents.push(rev, nil, true, ids32Bytes)
 	}
-	st.bytes.Add(delta)
+	st.grow(delta, true)
 	if superseded {
 		slot := slotParents
 		if n.set {
@@ -356,7 +377,7 @@ func (st *state) updateAncestors(id uint32, rev store.Revision) {
 	}
 	st.entries.Add(int64(len(anc) - len(cur)))
 	delta, superseded := n.anc.push(rev, anc, false, ids64Bytes)
-	st.bytes.Add(delta)
+	st.grow(delta, true)
 	if superseded {
 		st.queue = append(st.queue, pruneItem{rev, id, slotAnc})
 	}
@@ -386,7 +407,7 @@ func (st *state) ancestors(id uint32) []uint64 {
 	}
 	sc.queue, sc.queueD = q, qd
 	slices.Sort(out)
-	return slices.Clip(out)
+	return out
 }
 
 // closure returns the sets reachable from start (down: through children; up: through
@@ -524,9 +545,9 @@ func (st *state) prune(horizon store.Revision) {
 		n := st.node(it.id)
 		switch it.slot {
 		case slotParents:
-			st.bytes.Add(-n.parents.prune(horizon, ids32Bytes))
+			st.grow(-n.parents.prune(horizon, ids32Bytes), !n.set)
 		case slotAnc:
-			st.bytes.Add(-n.anc.prune(horizon, ids64Bytes))
+			st.grow(-n.anc.prune(horizon, ids64Bytes), true)
 		default:
 			st.bytes.Add(-n.sum.prune(horizon, summaryBytes))
 		}
@@ -534,9 +555,8 @@ func (st *state) prune(horizon store.Revision) {
 	st.queue = append(st.queue[:0], st.queue[i:]...)
 }
 
-// merge returns the sorted union of cur and add less del, in a new slice of exactly
-// its length (cur is a published version and never changes). add and del are sorted
-// in place.
+// merge returns the sorted union of cur and add less del, in a new slice (cur is a
+// published version and never changes). add and del are sorted in place.
 func merge(cur, add, del []uint32) []uint32 {
 	slices.Sort(add)
 	slices.Sort(del)
@@ -562,5 +582,5 @@ func merge(cur, add, del []uint32) []uint32 {
 	if len(out) == 0 {
 		return nil
 	}
-	return slices.Clip(out)
+	return out
 }

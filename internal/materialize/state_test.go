@@ -110,7 +110,9 @@ func TestReplayEqualsBuild(t *testing.T) {
 			if !ok || err != nil {
 				t.Fatalf("watch: %v", err)
 			}
-			st.apply(ch)
+			if err := st.apply(ch); err != nil {
+				t.Fatal(err)
+			}
 		}
 		stop()
 		for _, rev := range revs {
