@@ -143,6 +143,9 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	keys := keyBuf[:0]         // of todo, when caching
 	var known, step *TraceNode // traced steps: answers known before, answers found here
 	cached := 0
+	// fromIndex: the index answered some ids, which counts as the step's dispatch (the
+	// evaluation it stands for), so a request's counts do not depend on the index.
+	fromIndex := false
 	for i, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
@@ -169,6 +172,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 				ev.memo[k] = o
 				answer(id, o)
 				known = ev.tr.answered(known, r, id, o, true)
+				fromIndex = true
 				continue
 			}
 		}
@@ -200,7 +204,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			todo = append(todo, id)
 		}
 	}
-	ev.statsFor(ctx).count(len(todo) > 0, cached)
+	ev.statsFor(ctx).count(len(todo) > 0 || fromIndex, cached)
 	var far <-chan remoteResult
 	stopRemote := func() {}
 	if len(remote) > 0 {

@@ -31,9 +31,9 @@ const (
 	DefaultWait     = 20 * time.Millisecond
 )
 
-// checkpointEvery is how often an idle store's watch reports that nothing changed,
-// which lets the index serve revisions that changed nothing it holds.
-const checkpointEvery = 2 * time.Millisecond
+// DefaultCheckpointEvery is how often an idle store's watch reports by default that
+// nothing changed, which lets the index serve revisions that changed nothing.
+const DefaultCheckpointEvery = 2 * time.Millisecond
 
 // Config configures an Index.
 type Config struct {
@@ -50,8 +50,14 @@ type Config struct {
 	// on choosing a revision after it stops being the newest.
 	Retain time.Duration
 	// Wait bounds how long a read of a revision the index has not yet applied waits
-	// for it before it is evaluated instead.
+	// for it before it is evaluated instead (negative: not at all). A store whose
+	// change feed is pushed to the index as it commits needs only a moment; one whose
+	// feed is polled would make reads wait for nothing.
 	Wait time.Duration
+	// CheckpointEvery is how often the store's watch, idle, reports its head, which
+	// lets the index serve revisions that changed nothing (0: the default). A store
+	// whose feed is polled is asked that often.
+	CheckpointEvery time.Duration
 	// Logger receives the build and rebuild lines.
 	Logger *slog.Logger
 }
@@ -74,8 +80,11 @@ func New(cfg Config) *Index {
 	if cfg.Retain <= 0 {
 		cfg.Retain = DefaultRetain
 	}
-	if cfg.Wait <= 0 {
+	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWait
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -134,7 +143,7 @@ func (x *Index) follow(ctx context.Context, w store.Watcher) error {
 		return err
 	}
 	x.cur.Store(st)
-	for ch, err := range w.Watch(ctx, rev, store.WatchOptions{CheckpointInterval: checkpointEvery}) {
+	for ch, err := range w.Watch(ctx, rev, store.WatchOptions{CheckpointInterval: x.cfg.CheckpointEvery}) {
 		if err != nil {
 			return err
 		}
@@ -255,6 +264,9 @@ func (x *Index) View(ctx context.Context, rev store.Revision, subject rel.Subjec
 func (st *state) reached(ctx context.Context, rev store.Revision, wait time.Duration) bool {
 	if st.applied.Load() >= uint64(rev) {
 		return true
+	}
+	if wait < 0 {
+		return false
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

@@ -30,6 +30,7 @@ import (
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
+	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
@@ -50,6 +51,10 @@ type Server struct {
 	schemas   *schemaCache
 	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
+	// index is the engine's index of nested sets, and stopIndex ends its upkeep; nil
+	// when it is off.
+	index     *materialize.Index
+	stopIndex func()
 	tracer    trace.Tracer
 	generated string
 	auth      *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
@@ -103,7 +108,6 @@ func New(cfg Config) (*Server, error) {
 		}
 		ecfg.Dispatcher = s.cluster
 	}
-	s.engine = engine.New(ecfg)
 	switch {
 	case cfg.NoAuth:
 		s.auth = openAuthenticator()
@@ -119,6 +123,10 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
+	if !cfg.MaterializeDisabled {
+		ecfg.Index = s.startIndex()
+	}
+	s.engine = engine.New(ecfg)
 	s.metrics.registerReads(s.store)
 	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
 	if err := s.listen(); err != nil {
@@ -430,6 +438,9 @@ func (s *Server) Close() {
 	}
 	if s.playground != nil {
 		s.playground.Close()
+	}
+	if s.stopIndex != nil {
+		s.stopIndex()
 	}
 	if s.ownsStore && s.store != nil {
 		if err := s.store.Close(); err != nil {
