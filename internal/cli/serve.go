@@ -26,6 +26,7 @@ func newServeCommand(env Env) *cobra.Command {
 	var cfg server.Config
 	var logLevel, logFormat string
 	var playgroundEnabled bool
+	var materializeEnabled bool
 	var otel otelFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -93,6 +94,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 			if cfg.MaxStalenessPercent == 0 {
 				cfg.MaxStalenessPercent = -1 // the flag's 0 means no smearing; Config's 0 means the default
 			}
+			cfg.MaterializeDisabled = !materializeEnabled
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tp, err := otel.tracerProvider(ctx)
@@ -150,6 +152,12 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	fs.IntVar(&cfg.MaxStalenessPercent, "datastore-revision-quantization-max-staleness-percent", server.DefaultMaxStalenessPercent,
 		"largest random share of the window by which a read may lag, so that requests do not all move to a new revision at once (0: none)")
 	fs.IntVar(&cfg.MaxDepth, "dispatch-max-depth", engine.DefaultMaxDepth, "maximum depth of relations and arrows one check may follow")
+	fs.BoolVar(&materializeEnabled, "materialize-enabled", true,
+		"keep an in-memory index of nested sets (the schema's recursive subject-set relations, such as groups in groups) that answers checks through them without walking the chain")
+	indexSize := newByteSize(&cfg.MaterializeMaxBytes, 0)
+	indexSize.text = fmt.Sprintf("%dMiB", server.DefaultMaterializeMaxBytes>>20)
+	fs.Var(indexSize, "materialize-max-bytes",
+		"memory bound of the index of nested sets: bytes, a size (512MiB) or a share of memory (5%); past it, members and ancestors are dropped and those checks are evaluated")
 	fs.BoolVar(&cfg.Cluster.Enabled, "dispatch-cluster-enabled", false, "run as one node of a cluster over a shared postgres or cockroachdb datastore, routing subproblems to the nodes that own them")
 	fs.StringVar(&cfg.Cluster.Addr, "dispatch-cluster-addr", server.DefaultClusterAddr, "where this node's internal dispatch service listens; also how it finds itself among the members (beyond loopback it needs --dispatch-cluster-tls-cert-path or --dispatch-cluster-insecure-plaintext)")
 	fs.BoolVar(&cfg.Cluster.InsecurePlaintext, "dispatch-cluster-insecure-plaintext", false, "allow a --dispatch-cluster-addr beyond loopback without TLS, on a network only the nodes can reach (the cluster key then crosses it in clear)")

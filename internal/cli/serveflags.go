@@ -32,9 +32,10 @@ var serveFlagGroups = []struct {
 		"dispatch-cluster-enabled", "dispatch-cluster-addr", "dispatch-upstream-addr", "dispatch-cluster-preshared-key",
 		"dispatch-concurrency-limit", "dispatch-upstream-timeout", "dispatch-max-depth",
 	}},
-	{"Cache and admission", []string{
+	{"Cache, index and admission", []string{
 		"dispatch-cache-max-bytes", "dispatch-cache-max-cost", "dispatch-cache-enabled", "max-inflight-checks", "max-inflight-lookups",
 		"max-queued-checks", "max-queued-lookups", "admission-wait", "stream-stall-timeout", "max-watch-streams", "max-tenants",
+		"materialize-enabled", "materialize-max-bytes",
 	}},
 	{"Observability", []string{
 		"log-level", "log-format", "metrics-addr", "metrics-enabled", "metrics-preshared-key", "pprof",

@@ -144,11 +144,11 @@ func (ev *evaluator) dispatchRemote(ctx context.Context, n Node, r *ir.Relation,
 	}
 	// The local answer reads ev's request as it is now: a hedged one may still run
 	// after ev's request is over and ev serves another.
-	s, rd, subject, reqCtx, sh, routing, ctxJSON := ev.s, ev.r, ev.subject, ev.reqCtx, ev.shared, ev.routing, ev.ctxJSON
+	s, rd, subject, reqCtx, sh, routing, ctxJSON, index := ev.s, ev.r, ev.subject, ev.reqCtx, ev.shared, ev.routing, ev.ctxJSON, ev.index
 	local := func(ctx context.Context) (*Answers, error) {
 		sub := newEvaluator(s, rd, subject, reqCtx, sh)
 		defer sub.release()
-		sub.routing, sub.ctxJSON = routing, ctxJSON
+		sub.routing, sub.ctxJSON, sub.index = routing, ctxJSON, index
 		return sub.answer(ctx, r, ids, depth)
 	}
 	a, err := n.Dispatch(ctx, sp, local)

@@ -43,6 +43,10 @@ type Config struct {
 	// nodes own are sent to them (Dispatcher), and answered by their caches. Like the
 	// cache, it belongs to one datastore, which every node shares.
 	Dispatcher Dispatcher
+	// Index, if not nil, answers membership in the nested sets it holds. Like the
+	// cache, it belongs to one datastore, and only readers of its revisions may be
+	// given to the engine.
+	Index SetIndex
 }
 
 // Engine evaluates permissions. It holds no per-request state and is safe for
@@ -54,6 +58,7 @@ type Engine struct {
 	maxDepth int
 	cache    *cache.Cache
 	disp     Dispatcher
+	index    SetIndex
 	seeds    [2]maphash.Seed
 	// flight shares one evaluation among identical checks arriving together.
 	flight singleflight.Group
@@ -64,18 +69,19 @@ func New(cfg Config) *Engine {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
-	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, disp: cfg.Dispatcher, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, disp: cfg.Dispatcher, index: cfg.Index, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // Sibling returns an engine with e's configuration and cache whose answers are keyed
 // apart from e's (and from every other sibling's), for another datastore. It
-// dispatches nothing: the cluster's nodes share e's datastore, not the sibling's.
+// dispatches nothing and has no index: the cluster's nodes and the index are of e's
+// datastore, not the sibling's.
 func (e *Engine) Sibling() *Engine {
 	return New(Config{MaxDepth: e.maxDepth, Cache: e.cache})
 }
 
-// Uncached returns an engine with e's configuration but no cache, for readers whose
-// answers are not those of their revision (store.WithUpdates).
+// Uncached returns an engine with e's configuration but no cache and no index, for
+// readers whose answers are not those of their revision (store.WithUpdates).
 func (e *Engine) Uncached() *Engine {
 	return New(Config{MaxDepth: e.maxDepth})
 }
@@ -160,8 +166,9 @@ func (e *Engine) checkBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 		}
 		ev := e.evaluatorFor(s, r, first.Subject, first.Context)
 		if trace {
-			// A trace shows every step where it was taken: all of them here.
-			ev.routing, ev.tr = nil, newTracer(true)
+			// A trace shows every step where it was taken: all of them here, and
+			// evaluated.
+			ev.routing, ev.index, ev.tr = nil, nil, newTracer(true)
 		}
 		start := time.Now()
 		relation := s.Definition(first.Resource.Type).Relation(first.Permission)
@@ -187,7 +194,9 @@ func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectR
 	ctxJSON, err := contextJSON(reqCtx)
 	if err != nil {
 		// A context that cannot be written down is neither shared nor sent anywhere.
-		return newEvaluator(s, r, subject, reqCtx, shared{})
+		ev := newEvaluator(s, r, subject, reqCtx, shared{})
+		ev.index = e.index
+		return ev
 	}
 	return e.evaluatorWith(s, r, subject, reqCtx, ctxJSON)
 }
@@ -195,6 +204,7 @@ func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectR
 // evaluatorWith is evaluatorFor for a context already written as ctxJSON.
 func (e *Engine) evaluatorWith(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, ctxJSON []byte) *evaluator {
 	ev := newEvaluator(s, r, subject, reqCtx, e.sharedFor(s, r.Revision(), subject, ctxJSON))
+	ev.index = e.index
 	if e.disp != nil {
 		ev.routing = &routing{
 			disp: e.disp, base: routeBase(subject, ctxJSON), anyBase: routeBase(anySubject(subject), ctxJSON),

@@ -37,6 +37,11 @@ type evaluator struct {
 	// the caveat context as they receive it.
 	routing *routing
 	ctxJSON []byte
+	// index, when not nil, answers what it holds of the subject's sets; view is its
+	// answer for this request's subject and revision, asked for once (viewKnown).
+	index     SetIndex
+	view      SetView
+	viewKnown bool
 
 	// scratch is storage for one store query at a time (directMatches' filter), so
 	// that the hottest read of a check does not allocate it.
@@ -138,6 +143,9 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	keys := keyBuf[:0]         // of todo, when caching
 	var known, step *TraceNode // traced steps: answers known before, answers found here
 	cached := 0
+	// fromIndex: the index answered some ids, which counts as the step's dispatch (the
+	// evaluation it stands for), so a request's counts do not depend on the index.
+	fromIndex := false
 	for i, id := range ids {
 		k := memoKey{r, id}
 		if o, ok := ev.memo[k]; ok {
@@ -157,6 +165,16 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			answer(id, outHas)
 			step = ev.tr.answered(step, r, id, outHas, false)
 			continue
+		}
+		if ev.index != nil && !r.IsPermission() {
+			if o, ok := ev.indexed(ctx, r, id, depth); ok {
+				skip()
+				ev.memo[k] = o
+				answer(id, o)
+				known = ev.tr.answered(known, r, id, o, true)
+				fromIndex = true
+				continue
+			}
 		}
 		if route {
 			if n := ev.routing.owner(r, id); n != nil {
@@ -186,7 +204,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 			todo = append(todo, id)
 		}
 	}
-	ev.statsFor(ctx).count(len(todo) > 0, cached)
+	ev.statsFor(ctx).count(len(todo) > 0 || fromIndex, cached)
 	var far <-chan remoteResult
 	stopRemote := func() {}
 	if len(remote) > 0 {

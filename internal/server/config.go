@@ -42,6 +42,8 @@ const (
 	DefaultMaxTenants                  = 100
 	DefaultMetricsAddr                 = "127.0.0.1:9090"
 	DefaultDispatchCacheMaxBytes       = 32 << 20
+	// DefaultMaterializeMaxBytes bounds the index of nested sets.
+	DefaultMaterializeMaxBytes = 1 << 30
 	// DefaultMemoryDispatchCacheMaxBytes is the dispatch cache over the memory engine,
 	// whose reads cost little more than a cache hit: there a larger cache buys nothing
 	// and holds memory (on the social workload, 16 MiB served as many checks per CPU
@@ -127,6 +129,12 @@ type Config struct {
 	// TracerProvider, if not nil, traces every call (OpenTelemetry, continuing traces
 	// clients propagate) and the datastore queries of sampled calls.
 	TracerProvider trace.TracerProvider
+
+	// MaterializeDisabled turns off the index of nested sets (internal/materialize),
+	// which otherwise answers checks through the schema's recursive subject-set
+	// relations; MaterializeMaxBytes bounds its memory (0: the default).
+	MaterializeDisabled bool
+	MaterializeMaxBytes int64
 
 	// MaxDepth bounds check recursion (0: the engine's default, 50).
 	MaxDepth int
@@ -255,6 +263,7 @@ func (c Config) WithDefaults() Config {
 		setDefault(&c.DispatchCacheMaxBytes, DefaultMemoryDispatchCacheMaxBytes)
 	}
 	setDefault(&c.DispatchCacheMaxBytes, DefaultDispatchCacheMaxBytes)
+	setDefault(&c.MaterializeMaxBytes, DefaultMaterializeMaxBytes)
 	if c.MetricsAddr == "-" {
 		c.MetricsAddr = ""
 	}
@@ -305,6 +314,9 @@ func (c Config) Validate() error {
 	}
 	if c.Datastore == nil {
 		errs = append(errs, checkEngine(c.DatastoreEngine, c.DatastoreURI))
+	}
+	if c.MaterializeMaxBytes < 0 && !c.MaterializeDisabled {
+		errs = append(errs, fmt.Errorf("--materialize-max-bytes is %d; to turn the index off, use --materialize-enabled=false", c.MaterializeMaxBytes))
 	}
 	if c.Cluster.Enabled {
 		errs = append(errs, c.checkCluster())

@@ -31,6 +31,7 @@ import (
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/cache"
 	"github.com/latch-authz/latch/internal/logging"
+	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/revision"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
@@ -52,6 +53,10 @@ type Server struct {
 	schemas   *schemaCache
 	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
+	// index is the engine's index of nested sets, and stopIndex ends its upkeep; nil
+	// when it is off.
+	index     *materialize.Index
+	stopIndex func()
 	tracer    trace.Tracer
 	generated string
 	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.
@@ -113,7 +118,6 @@ func New(cfg Config) (*Server, error) {
 		}
 		ecfg.Dispatcher = s.cluster
 	}
-	s.engine = engine.New(ecfg)
 	if err := s.loadCertificates(); err != nil {
 		return nil, err
 	}
@@ -140,6 +144,10 @@ func New(cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	if !cfg.MaterializeDisabled {
+		ecfg.Index = s.startIndex()
+	}
+	s.engine = engine.New(ecfg)
 	s.metrics.registerReads(s.store)
 	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
 	if err := s.listen(); err != nil {
@@ -459,6 +467,9 @@ func (s *Server) Close() {
 	}
 	if s.playground != nil {
 		s.playground.Close()
+	}
+	if s.stopIndex != nil {
+		s.stopIndex()
 	}
 	if s.ownsStore && s.store != nil {
 		if err := s.store.Close(); err != nil {

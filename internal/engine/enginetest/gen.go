@@ -30,6 +30,9 @@ type Options struct {
 	// whose values fail to convert on purpose: a malformed timestamp, a string for an
 	// int or a bool.
 	CaveatErrors bool
+	// Nested makes every definition's first relation admit its own subject set
+	// (`relation rel0: ... | def0#rel0`, nested groups), besides what it draws.
+	Nested bool
 }
 
 // AllTraits uses every trait the generator knows.
@@ -89,6 +92,9 @@ func (g *Gen) Schema() string {
 				for range 1 + g.Rnd.IntN(3) {
 					types = append(types, g.subjectType(d))
 				}
+			}
+			if g.Opts.Nested && r == g.Rels[d][0] {
+				types = append(types, d+"#"+r)
 			}
 			slices.Sort(types)
 			g.Allowed[d+"#"+r] = slices.Compact(types)

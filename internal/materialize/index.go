@@ -1,0 +1,404 @@
+// Package materialize owns latch's Leopard-style index of nested sets: for the
+// recursive subject-set relations of the schema (`group#member` admitting
+// `group#member`), which subjects each set holds directly (Leopard's MEMBER2GROUP) and
+// the transitive closure of sets within sets (its GROUP2GROUP, kept as each set's
+// ancestors), built from the store at a revision and kept current from the store's
+// change feed in revision order. Every value is a short chain of versions by revision,
+// so a read at any revision the index has applied and still keeps sees exactly the
+// state at that revision; a read it cannot answer exactly is left to evaluation.
+// It answers the engine's question "is this subject in set T:id#rel" (engine.SetIndex,
+// which the server adapts it to); the engine does not import it.
+package materialize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBytes = 1 << 30
+	DefaultRetain   = 10 * time.Second
+	DefaultWait     = 20 * time.Millisecond
+)
+
+// DefaultCheckpointEvery is how often an idle store's watch reports by default that
+// nothing changed, which lets the index serve revisions that changed nothing.
+const DefaultCheckpointEvery = 2 * time.Millisecond
+
+// Config configures an Index.
+type Config struct {
+	// Store is the datastore indexed; it must be a store.Watcher.
+	Store store.Store
+	// SchemaAt returns the compiled schema in force at a revision (nil when none).
+	SchemaAt func(ctx context.Context, rev store.Revision) (*ir.Schema, error)
+	// MaxBytes bounds the index's memory; past it, subjects' memberships and sets'
+	// ancestors are dropped and reads of them are evaluated. The sets' own edges and
+	// summaries are always held: when they alone pass it, the index turns itself off.
+	MaxBytes int64
+	// Retain is how long a superseded revision stays readable through the index
+	// (reads of older revisions are evaluated): at least the longest a server may go
+	// on choosing a revision after it stops being the newest.
+	Retain time.Duration
+	// Wait bounds how long a read of a revision the index has not yet applied waits
+	// for it before it is evaluated instead (negative: not at all). A store whose
+	// change feed is pushed to the index as it commits needs only a moment; one whose
+	// feed is polled would make reads wait for nothing.
+	Wait time.Duration
+	// CheckpointEvery is how often the store's watch, idle, reports its head, which
+	// lets the index serve revisions that changed nothing (0: the default). A store
+	// whose feed is polled is asked that often.
+	CheckpointEvery time.Duration
+	// Logger receives the build and rebuild lines.
+	Logger *slog.Logger
+}
+
+// Index is the materialized index of one datastore. Run keeps it; View reads it.
+type Index struct {
+	cfg       Config
+	cur       atomic.Pointer[state] // nil while (re)building
+	off       atomic.Bool           // past its memory bound, the index turned itself off
+	builds    atomic.Int64
+	fallbacks atomic.Int64 // reads the index could not answer
+	answers   atomic.Int64 // reads the index answered
+}
+
+// New returns an index that holds nothing until Run has built it.
+func New(cfg Config) *Index {
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.Retain <= 0 {
+		cfg.Retain = DefaultRetain
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = DefaultWait
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Index{cfg: cfg}
+}
+
+// errBreaking ends a build's life: the schema changed what the index holds.
+var errBreaking = errors.New("a schema change changed the indexed relations")
+
+// Run builds the index and keeps it current until ctx ends. A breaking schema change
+// rebuilds it at once, a failure after a pause; reads are evaluated meanwhile.
+func (x *Index) Run(ctx context.Context) {
+	w, ok := x.cfg.Store.(store.Watcher)
+	if !ok {
+		x.cfg.Logger.Warn("materialize: the datastore has no change feed; the index is off")
+		return
+	}
+	for {
+		err := x.follow(ctx, w)
+		x.cur.Store(nil)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errBreaking) {
+			x.cfg.Logger.Info("materialize: schema change; rebuilding the index")
+			continue
+		}
+		if errors.Is(err, errTooBig) {
+			x.cfg.Logger.Error("materialize: the index is off; raise its memory bound to turn it on", "err", err)
+			x.off.Store(true)
+			return
+		}
+		x.cfg.Logger.Warn("materialize: index stopped; rebuilding", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// follow builds the index at the head and applies the store's changes after it.
+func (x *Index) follow(ctx context.Context, w store.Watcher) error {
+	rev, err := x.cfg.Store.HeadRevision(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := x.cfg.SchemaAt(ctx, rev)
+	if err != nil {
+		return err
+	}
+	p := planFor(s)
+	st, err := x.build(ctx, p, rev)
+	if err != nil {
+		return err
+	}
+	x.cur.Store(st)
+	for ch, err := range w.Watch(ctx, rev, store.WatchOptions{CheckpointInterval: x.cfg.CheckpointEvery}) {
+		if err != nil {
+			return err
+		}
+		if ch.Checkpoint {
+			if uint64(ch.Revision) > st.applied.Load() {
+				st.publish(ch.Revision)
+			}
+			continue
+		}
+		if ch.SchemaChanged {
+			s, err := x.cfg.SchemaAt(ctx, ch.Revision)
+			if err != nil {
+				return err
+			}
+			if planFor(s).sig != p.sig {
+				return errBreaking
+			}
+		}
+		if err := st.apply(ch); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// apply applies one committed revision.
+func (st *state) apply(ch store.Change) error {
+	for i := range ch.Updates {
+		u := &ch.Updates[i]
+		if st.plan.indexes(u.Relationship.Resource.Type, u.Relationship.Relation) {
+			st.change(&u.Relationship, u.Op == store.ChangeDelete)
+		}
+	}
+	return st.finish(ch.Revision)
+}
+
+// build reads every relationship of the plan's relations at rev.
+func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state, error) {
+	start := time.Now()
+	st := newState(p, rev, x.cfg.MaxBytes, x.cfg.Retain)
+	r, err := x.cfg.Store.Reader(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]relKey, 0, len(p.rels))
+	for k := range p.rels {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b relKey) int { return cmpKey(a, b) })
+	edges := 0
+	for _, k := range keys {
+		f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
+		for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
+			if err != nil {
+				return nil, fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, rev, err)
+			}
+			st.change(&item.Relationship, false)
+			edges++
+		}
+	}
+	if err := st.finish(rev); err != nil {
+		return nil, err
+	}
+	x.builds.Add(1)
+	took := time.Since(start)
+	if !p.empty() {
+		x.cfg.Logger.Info("materialize: index built", "revision", rev, "relations", len(keys),
+			"edges", edges, "nodes", st.names.len(), "entries", st.entries.Load(), "bytes", st.bytes.Load(),
+			"took", took, "edges_per_second", int64(float64(edges)/max(took.Seconds(), 1e-9)))
+	}
+	return st, nil
+}
+
+func cmpKey(a, b relKey) int {
+	if a.def != b.def {
+		if a.def < b.def {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.rel < b.rel:
+		return -1
+	case a.rel > b.rel:
+		return 1
+	}
+	return 0
+}
+
+// Indexes reports whether the index holds relation r.
+func (x *Index) Indexes(r *ir.Relation) bool {
+	st := x.cur.Load()
+	return st != nil && st.plan.indexes(r.Def.Name, r.Name)
+}
+
+// View returns what the index knows of subject's sets at rev, or nil when it cannot
+// answer there: it is building, rev is older than it keeps, or it has not reached rev
+// within Config.Wait (or before ctx ends).
+func (x *Index) View(ctx context.Context, rev store.Revision, subject rel.SubjectRef) func(r *ir.Relation, id string, depth int) (yes, known bool) {
+	st := x.cur.Load()
+	if st == nil || st.plan.empty() {
+		return nil
+	}
+	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
+		x.fallbacks.Add(1)
+		return nil
+	}
+	v := st.view(rev, subject)
+	if v == nil {
+		x.fallbacks.Add(1)
+		return nil
+	}
+	v.fallbacks, v.answers = &x.fallbacks, &x.answers
+	return v.member
+}
+
+// reached waits, at most wait, for the index to have applied rev.
+func (st *state) reached(ctx context.Context, rev store.Revision, wait time.Duration) bool {
+	if st.applied.Load() >= uint64(rev) {
+		return true
+	}
+	if wait < 0 {
+		return false
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		st.wakeMu.Lock()
+		w := st.wake
+		st.wakeMu.Unlock()
+		if st.applied.Load() >= uint64(rev) {
+			return true
+		}
+		select {
+		case <-w:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// view answers for one subject at one revision. It is not safe for concurrent use.
+type view struct {
+	st  *state
+	rev store.Revision
+	// reach maps each set holding the subject, directly or through nested sets, to the
+	// fewest hops from it to a set holding the subject directly.
+	reach              map[uint32]uint8
+	buf                []byte
+	fallbacks, answers *atomic.Int64
+}
+
+// view gathers subject's sets at rev: the sets holding it or its type's wildcard
+// directly, and their ancestors. Nil when a slot it needs was dropped or pruned.
+func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
+	v := &view{st: st, rev: rev}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	for i := range 2 {
+		if i == 0 {
+			v.buf = setName(v.buf[:0], subject.Object.Type, subject.Object.ID, subject.Relation)
+		} else {
+			v.buf = setName(v.buf[:0], subject.Object.Type, rel.Wildcard, "")
+		}
+		_, n := st.lookup(v.buf)
+		if n == nil {
+			continue
+		}
+		ps, ok := n.parents.at(rev)
+		if !ok {
+			return nil
+		}
+		for _, g := range ps {
+			v.add(g, 0)
+			anc, ok := st.node(g).anc.at(rev)
+			if !ok {
+				return nil
+			}
+			for _, e := range anc {
+				v.add(uint32(e>>8), uint8(e))
+			}
+		}
+	}
+	return v
+}
+
+func (v *view) add(set uint32, hops uint8) {
+	if v.reach == nil {
+		v.reach = map[uint32]uint8{}
+	}
+	if d, ok := v.reach[set]; !ok || hops < d {
+		v.reach[set] = hops
+	}
+}
+
+// member answers whether the subject is in relation r of the object id, reached with
+// depth hops left (depth > 0), as evaluation would answer: known is false when the
+// index cannot say. It says yes when the subject is reached from the set within depth
+// hops through unconditional relationships, and no set below it holds a caveated
+// relationship (whose evaluation could fail); no when moreover nothing below the set
+// is caveated or expiring and no chain below it is depth hops long, so that
+// evaluation would reach every set below and find the subject in none.
+func (v *view) member(r *ir.Relation, id string, depth int) (yes, known bool) {
+	st := v.st
+	if !st.plan.indexes(r.Def.Name, r.Name) {
+		return false, false
+	}
+	v.buf = setName(v.buf[:0], r.Def.Name, id, r.Name)
+	st.mu.RLock()
+	nid, n := st.lookup(v.buf)
+	st.mu.RUnlock()
+	if n == nil {
+		// No relationship has ever named the set: it holds nothing.
+		v.answers.Add(1)
+		return false, true
+	}
+	s, ok := n.sum.at(v.rev)
+	if !ok || s.height == inf || s.taint == conditional {
+		v.fallbacks.Add(1)
+		return false, false
+	}
+	if d, in := v.reach[nid]; in && int(d) < depth {
+		v.answers.Add(1)
+		return true, true
+	} else if in || s.taint != absent || int(s.height) >= depth {
+		v.fallbacks.Add(1)
+		return false, false
+	}
+	v.answers.Add(1)
+	return false, true
+}
+
+// Stats describes the index.
+type Stats struct {
+	// Ready: the index is built and following the store. Off: it turned itself off,
+	// the sets' edges alone passing its memory bound.
+	Ready, Off bool
+	// Applied is the newest revision applied; Horizon the oldest still read.
+	Applied, Horizon store.Revision
+	// Entries counts (subject, set) and (set, ancestor) entries; Bytes the memory held.
+	Entries, Bytes int64
+	// Builds counts builds; Answers the reads the index answered and Fallbacks those
+	// it left to evaluation.
+	Builds, Answers, Fallbacks int64
+}
+
+// Stats returns the index's figures now.
+func (x *Index) Stats() Stats {
+	out := Stats{Off: x.off.Load(), Builds: x.builds.Load(), Answers: x.answers.Load(), Fallbacks: x.fallbacks.Load()}
+	if st := x.cur.Load(); st != nil {
+		out.Ready = true
+		out.Applied, out.Horizon = store.Revision(st.applied.Load()), store.Revision(st.horizon.Load())
+		out.Entries, out.Bytes = st.entries.Load(), st.bytes.Load()
+	}
+	return out
+}

@@ -1,0 +1,586 @@
+package materialize
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// summary is what a set's descendants say about the answers it can give: height, the
+// longest chain of set edges below it (inf: a cycle is reachable), and taint, the worst
+// class of relationship on it or below it: absent when all are unconditional (members),
+// expiring or conditional otherwise.
+type summary struct {
+	height uint8
+	taint  class
+}
+
+// inf is the height of a set that reaches a cycle.
+const inf = 255
+
+const (
+	chunkBits = 12
+	chunkSize = 1 << chunkBits
+)
+
+// node is one name of the index: a set (`group:eng#member`) or a subject (`user:u`,
+// `user:*`), or both (a set is a subject of the sets holding it).
+type node struct {
+	// parents are the sets holding the node through an unconditional relationship:
+	// Leopard's MEMBER2GROUP for a subject, and the set graph's edges for a set.
+	parents chain[[]uint32]
+	// anc are a set's ancestors through unconditional set edges, each packed as
+	// set<<8 | the fewest hops from it (capped at 255), sorted by set.
+	anc chain[[]uint64]
+	sum chain[summary]
+
+	// Writer only.
+	children  []uint32 // the sets this set holds unconditionally, sorted
+	cond, exp int32    // its conditional and expiring relationships
+
+	// Written before a reader can find the node (under the state's lock).
+	set bool
+	// dropped (writer only): past the memory bound, the node's droppable slot (a
+	// subject's parents, a set's ancestors) is no longer held; reads of it fall back.
+	dropped bool
+}
+
+// selfTaint is the worst class of the set's own relationships, absent when they are
+// all unconditional.
+func (n *node) selfTaint() class {
+	switch {
+	case n.cond > 0:
+		return conditional
+	case n.exp > 0:
+		return expiring
+	}
+	return absent
+}
+
+// pair is one relationship of an indexed relation: the set and its subject.
+type pair struct{ set, subject uint32 }
+
+// delta is what a revision changes in a node's parents and children.
+type delta struct {
+	addParents, delParents   []uint32
+	addChildren, delChildren []uint32
+}
+
+// slotKind names a chain of a node, for the prune queue.
+type slotKind uint8
+
+const (
+	slotParents slotKind = iota
+	slotAnc
+	slotSum
+)
+
+type pruneItem struct {
+	rev  store.Revision
+	id   uint32
+	slot slotKind
+}
+
+type revAt struct {
+	rev store.Revision
+	at  time.Time
+}
+
+// state is one build of the index, for one plan, and what it has applied since.
+// One writer (the goroutine following the store) changes it; readers read at
+// revisions it has published.
+type state struct {
+	plan     *plan
+	from     store.Revision
+	maxBytes int64
+	retain   time.Duration
+
+	applied atomic.Uint64 // the newest revision wholly applied
+	horizon atomic.Uint64 // the oldest revision reads may ask for
+
+	mu     sync.RWMutex // guards names and chunks (the writer changes them under it)
+	names  names
+	chunks [][]node
+
+	bytes   atomic.Int64 // the memory the index holds
+	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
+
+	wakeMu sync.Mutex
+	wake   chan struct{} // guarded by wakeMu; closed and replaced when applied advances
+
+	// Writer only.
+	conds     map[pair]class // the conditional and expiring relationships
+	pending   map[uint32]*delta
+	downs     []uint32 // sets whose ancestors may have changed this revision
+	ups       []uint32 // sets whose summaries may have changed this revision
+	queue     []pruneItem
+	published []revAt
+	buf       []byte
+	scratch   scratch
+	// scratchBytes is what scratch held when last counted in bytes.
+	scratchBytes int64
+	// droppable is the part of bytes the memory bound may drop (grow).
+	droppable int64
+}
+
+// keptPending bounds the nodes a revision may have changed and its map of changes
+// still be reused by the next.
+const keptPending = 4096
+
+// condBytes is what one conditional or expiring relationship costs in the state's
+// map of them (a key, a class and the map's share of slots and control bytes).
+const condBytes = 24
+
+// scratch is the writer's working memory for walks over the set graph, stamped with
+// an epoch so that it needs no clearing.
+type scratch struct {
+	epoch  uint32
+	mark   []uint32
+	state  []uint8
+	tmp    []summary
+	queue  []uint32
+	queueD []uint8
+}
+
+func newState(p *plan, from store.Revision, maxBytes int64, retain time.Duration) *state {
+	st := &state{
+		plan: p, from: from, maxBytes: maxBytes, retain: retain,
+		names: newNames(), wake: make(chan struct{}),
+		conds: map[pair]class{}, pending: map[uint32]*delta{},
+	}
+	st.applied.Store(uint64(from))
+	st.horizon.Store(uint64(from))
+	st.bytes.Store(st.names.bytes())
+	return st
+}
+
+// node returns node id. Readers call it under mu.
+func (st *state) node(id uint32) *node { return &st.chunks[id>>chunkBits][id&(chunkSize-1)] }
+
+// lookup returns the node named name, or nil. Readers call it under mu.
+func (st *state) lookup(name []byte) (uint32, *node) {
+	id, ok := st.names.lookup(name)
+	if !ok {
+		return 0, nil
+	}
+	return id, st.node(id)
+}
+
+// intern returns the id of name, adding a node (a set when set) when it is new.
+func (st *state) intern(name []byte, set bool) uint32 {
+	if id, ok := st.names.lookup(name); ok {
+		return id
+	}
+	st.mu.Lock()
+	before := st.names.bytes()
+	id, _ := st.names.intern(name)
+	if int(id>>chunkBits) >= len(st.chunks) {
+		st.chunks = append(st.chunks, make([]node, chunkSize))
+		st.bytes.Add(sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize))
+	}
+	st.node(id).set = set
+	st.mu.Unlock()
+	st.bytes.Add(st.names.bytes() - before)
+	return id
+}
+
+// change applies one relationship of an indexed relation: written (touched), or
+// deleted when del. A revision names each relationship at most once, so the state
+// before the revision says what the relationship was.
+func (st *state) change(x *rel.Relationship, del bool) {
+	c, isSet := st.plan.classify(x)
+	if del {
+		c = absent
+	}
+	st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
+	p := st.intern(st.buf, true)
+	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
+	k := pair{p, st.intern(st.buf, isSet)}
+	old, ok := st.conds[k]
+	if !ok && st.holds(k) {
+		old = member
+	}
+	if old == c {
+		return
+	}
+	st.account(k, isSet, old, -1)
+	st.account(k, isSet, c, +1)
+}
+
+// holds reports whether k's subject has k's set among its parents (before this
+// revision). A dropped subject is taken to, which makes removing it a no-op.
+func (st *state) holds(k pair) bool {
+	ps, ok := st.node(k.subject).parents.current()
+	if !ok {
+		return true
+	}
+	_, found := slices.BinarySearch(ps, k.set)
+	return found
+}
+
+// account adds (sign +1) or removes (-1) relationship k of class c.
+func (st *state) account(k pair, isSet bool, c class, sign int32) {
+	p := st.node(k.set)
+	switch c {
+	case absent:
+		return
+	case member:
+		d := st.delta(k.subject)
+		if sign > 0 {
+			d.addParents = append(d.addParents, k.set)
+		} else {
+			d.delParents = append(d.delParents, k.set)
+		}
+		if isSet {
+			dp := st.delta(k.set)
+			if sign > 0 {
+				dp.addChildren = append(dp.addChildren, k.subject)
+			} else {
+				dp.delChildren = append(dp.delChildren, k.subject)
+			}
+			st.ups = append(st.ups, k.set)
+			st.downs = append(st.downs, k.subject)
+		}
+		return
+	case conditional:
+		p.cond += sign
+	case expiring:
+		p.exp += sign
+	}
+	st.ups = append(st.ups, k.set)
+	if sign > 0 {
+		st.conds[k] = c
+		st.bytes.Add(condBytes)
+	} else {
+		delete(st.conds, k)
+		st.bytes.Add(-condBytes)
+	}
+}
+
+func (st *state) delta(id uint32) *delta {
+	d := st.pending[id]
+	if d == nil {
+		d = &delta{}
+		st.pending[id] = d
+	}
+	return d
+}
+
+// errTooBig: what the index cannot drop passes its memory bound.
+var errTooBig = errors.New("the nested sets alone (their edges and summaries) need more memory than the index may hold")
+
+// finish completes revision rev: it writes the new parents and children, recomputes
+// the ancestors and summaries the revision may have changed, and publishes rev. It
+// fails with errTooBig, publishing nothing, when what it cannot drop passes the bound.
+func (st *state) finish(rev store.Revision) error {
+	for id, d := range st.pending {
+		n := st.node(id)
+		if len(d.addParents)+len(d.delParents) > 0 && (n.set || !n.dropped) {
+			cur, _ := n.parents.current()
+			st.pushParents(id, n, merge(cur, d.addParents, d.delParents), rev)
+		}
+		if len(d.addChildren)+len(d.delChildren) > 0 {
+			before := ids32Bytes(n.children)
+			n.children = merge(n.children, d.addChildren, d.delChildren)
+			st.bytes.Add(ids32Bytes(n.children) - before)
+		}
+	}
+	if len(st.pending) > keptPending {
+		// A map keeps its size when cleared: a build's would stay behind.
+		st.pending = map[uint32]*delta{}
+	} else {
+		clear(st.pending)
+	}
+	for _, id := range st.closure(st.downs, true) {
+		st.updateAncestors(id, rev)
+	}
+	st.summarize(st.closure(st.ups, false), rev)
+	st.downs, st.ups = nil, nil
+	sb := st.scratch.bytes()
+	st.bytes.Add(sb - st.scratchBytes)
+	st.scratchBytes = sb
+	if held := st.bytes.Load() - st.droppable; held > st.maxBytes {
+		return fmt.Errorf("%w: %d bytes, bound %d", errTooBig, held, st.maxBytes)
+	}
+	st.publish(rev)
+	return nil
+}
+
+// pushParents makes ps node id's parents from rev, or drops them past the memory bound
+// (a set's are the graph itself and are always held).
+func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision) {
+	cur, _ := n.parents.current()
+	if !n.set && st.bytes.Load()+ids32Bytes(ps) > st.maxBytes {
+		st.entries.Add(-int64(len(cur)))
+		st.drop(id, n, rev)
+		return
+	}
+	st.entries.Add(int64(len(ps) - len(cur)))
+	delta, superseded := n.parents.push(rev, ps, false, ids32Bytes)
+	st.grow(delta, !n.set)
+	if superseded {
+		st.queue = append(st.queue, pruneItem{rev, id, slotParents})
+	}
+}
+
+// grow counts delta more bytes held; droppable says they are a subject's parents or
+// a set's ancestors, which the memory bound may drop.
+func (st *state) grow(delta int64, droppable bool) {
+	st.bytes.Add(delta)
+	if droppable {
+		st.droppable += delta
+	}
+}
+
+// drop stops holding node id's droppable slot from rev on.
+func (st *state) drop(id uint32, n *node, rev store.Revision) {
+	n.dropped = true
+	var delta int64
+	var superseded bool
+	if n.set {
+		delta, superseded = n.anc.push(rev, nil, true, ids64Bytes)
+	} else {
+		delta, superseded = n.parents.push(rev, nil, true, ids32Bytes)
+	}
+	st.grow(delta, true)
+	if superseded {
+		slot := slotParents
+		if n.set {
+			slot = slotAnc
+		}
+		st.queue = append(st.queue, pruneItem{rev, id, slot})
+	}
+}
+
+// updateAncestors recomputes set id's ancestors and pushes them if they changed.
+func (st *state) updateAncestors(id uint32, rev store.Revision) {
+	n := st.node(id)
+	if n.dropped {
+		return
+	}
+	anc := st.ancestors(id)
+	cur, _ := n.anc.current()
+	if slices.Equal(anc, cur) {
+		return
+	}
+	if st.bytes.Load()+ids64Bytes(anc) > st.maxBytes {
+		st.entries.Add(-int64(len(cur)))
+		st.drop(id, n, rev)
+		return
+	}
+	st.entries.Add(int64(len(anc) - len(cur)))
+	delta, superseded := n.anc.push(rev, anc, false, ids64Bytes)
+	st.grow(delta, true)
+	if superseded {
+		st.queue = append(st.queue, pruneItem{rev, id, slotAnc})
+	}
+}
+
+// ancestors walks up from set id breadth first, which finds each ancestor at its
+// fewest hops.
+func (st *state) ancestors(id uint32) []uint64 {
+	sc := st.begin()
+	sc.mark[id] = sc.epoch
+	q, qd := append(sc.queue[:0], id), append(sc.queueD[:0], 0)
+	var out []uint64
+	for i := 0; i < len(q); i++ {
+		ps, _ := st.node(q[i]).parents.current()
+		d := qd[i]
+		if d < 255 {
+			d++
+		}
+		for _, p := range ps {
+			if sc.mark[p] == sc.epoch {
+				continue
+			}
+			sc.mark[p] = sc.epoch
+			out = append(out, uint64(p)<<8|uint64(d))
+			q, qd = append(q, p), append(qd, d)
+		}
+	}
+	sc.queue, sc.queueD = q, qd
+	slices.Sort(out)
+	return out
+}
+
+// closure returns the sets reachable from start (down: through children; up: through
+// parents), start included, each once.
+func (st *state) closure(start []uint32, down bool) []uint32 {
+	if len(start) == 0 {
+		return nil
+	}
+	sc := st.begin()
+	var out []uint32
+	for _, id := range start {
+		if sc.mark[id] != sc.epoch {
+			sc.mark[id] = sc.epoch
+			out = append(out, id)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		n := st.node(out[i])
+		next := n.children
+		if !down {
+			next, _ = n.parents.current()
+		}
+		for _, c := range next {
+			if sc.mark[c] != sc.epoch {
+				sc.mark[c] = sc.epoch
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// summarize recomputes the summaries of the sets in region (closed upwards: every
+// set above one of them is in it) and pushes those that changed.
+func (st *state) summarize(region []uint32, rev store.Revision) {
+	if len(region) == 0 {
+		return
+	}
+	sc := st.begin()
+	for _, id := range region {
+		sc.mark[id], sc.state[id] = sc.epoch, 0
+	}
+	const onStack, done = 1, 2
+	var visit func(id uint32) summary
+	visit = func(id uint32) summary {
+		n := st.node(id)
+		if sc.mark[id] != sc.epoch {
+			s, _ := n.sum.current()
+			return s
+		}
+		switch sc.state[id] {
+		case onStack:
+			return summary{height: inf}
+		case done:
+			return sc.tmp[id]
+		}
+		sc.state[id] = onStack
+		s := summary{taint: n.selfTaint()}
+		for _, c := range n.children {
+			cs := visit(c)
+			h := cs.height
+			if h < inf-1 {
+				h++
+			} else {
+				h = inf
+			}
+			s.height, s.taint = max(s.height, h), max(s.taint, cs.taint)
+		}
+		if s.height == inf {
+			// A set reaching a cycle is evaluated whatever its taint, which a walk
+			// that meets the cycle half-way round would not know whole: say so.
+			s.taint = conditional
+		}
+		sc.state[id], sc.tmp[id] = done, s
+		return s
+	}
+	for _, id := range region {
+		s := visit(id)
+		n := st.node(id)
+		if cur, _ := n.sum.current(); cur == s {
+			continue
+		}
+		delta, superseded := n.sum.push(rev, s, false, summaryBytes)
+		st.bytes.Add(delta)
+		if superseded {
+			st.queue = append(st.queue, pruneItem{rev, id, slotSum})
+		}
+	}
+}
+
+// begin starts a walk: a new epoch, and scratch as long as the nodes.
+func (st *state) begin() *scratch {
+	sc := &st.scratch
+	if n := st.names.len(); len(sc.mark) < n {
+		grown := max(n, 2*len(sc.mark))
+		sc.mark = make([]uint32, grown)
+		sc.state = make([]uint8, grown)
+		sc.tmp = make([]summary, grown)
+		sc.epoch = 0
+	}
+	sc.epoch++
+	return sc
+}
+
+func (sc *scratch) bytes() int64 {
+	return sizeClass(int64(cap(sc.mark))*4) + sizeClass(int64(cap(sc.state))) + sizeClass(int64(cap(sc.tmp))*2) +
+		sizeClass(int64(cap(sc.queue))*4) + sizeClass(int64(cap(sc.queueD)))
+}
+
+// publish makes rev readable, moves the horizon (the oldest revision still served)
+// and prunes what no read at or past it needs.
+func (st *state) publish(rev store.Revision) {
+	now := time.Now()
+	st.published = append(st.published, revAt{rev, now})
+	i := 0
+	for i+1 < len(st.published) && now.Sub(st.published[i+1].at) >= st.retain {
+		i++
+	}
+	st.published = st.published[i:]
+	horizon := max(st.published[0].rev, st.from)
+	st.horizon.Store(uint64(horizon))
+	st.prune(horizon)
+	st.applied.Store(uint64(rev))
+	st.wakeMu.Lock()
+	close(st.wake)
+	st.wake = make(chan struct{})
+	st.wakeMu.Unlock()
+}
+
+// prune cuts the versions of slots superseded at or below horizon.
+func (st *state) prune(horizon store.Revision) {
+	i := 0
+	for ; i < len(st.queue) && st.queue[i].rev <= horizon; i++ {
+		it := st.queue[i]
+		n := st.node(it.id)
+		switch it.slot {
+		case slotParents:
+			st.grow(-n.parents.prune(horizon, ids32Bytes), !n.set)
+		case slotAnc:
+			st.grow(-n.anc.prune(horizon, ids64Bytes), true)
+		default:
+			st.bytes.Add(-n.sum.prune(horizon, summaryBytes))
+		}
+	}
+	st.queue = append(st.queue[:0], st.queue[i:]...)
+}
+
+// merge returns the sorted union of cur and add less del, in a new slice (cur is a
+// published version and never changes). add and del are sorted in place.
+func merge(cur, add, del []uint32) []uint32 {
+	slices.Sort(add)
+	slices.Sort(del)
+	out := make([]uint32, 0, len(cur)+len(add))
+	i, j := 0, 0
+	for i < len(cur) || j < len(add) {
+		var x uint32
+		switch {
+		case j == len(add) || (i < len(cur) && cur[i] < add[j]):
+			x = cur[i]
+			i++
+		case i == len(cur) || add[j] < cur[i]:
+			x = add[j]
+			j++
+		default:
+			x = cur[i]
+			i, j = i+1, j+1
+		}
+		if _, found := slices.BinarySearch(del, x); !found {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

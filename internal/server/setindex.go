@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latch-authz/latch/internal/materialize"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
+)
+
+// startIndex starts the index of nested sets over the server's store, with its
+// metrics registered; Close stops it.
+func (s *Server) startIndex() *materialize.Index {
+	window := max(s.cfg.QuantizationWindow, 0)
+	// The SQL stores' change feeds are polled (other processes write to them): a read
+	// ahead of the index would wait for the next poll, so it is evaluated at once, and
+	// the idle feed is asked for its head as often as it polls anyway.
+	var wait, checkpoints time.Duration
+	if s.cfg.Datastore == nil && (s.cfg.DatastoreEngine == "postgres" || s.cfg.DatastoreEngine == "cockroachdb") {
+		wait, checkpoints = -1, 100*time.Millisecond
+	}
+	x := materialize.New(materialize.Config{
+		Store: s.store,
+		SchemaAt: func(ctx context.Context, rev store.Revision) (*ir.Schema, error) {
+			r, err := s.store.Reader(ctx, rev)
+			if err != nil {
+				return nil, err
+			}
+			return s.schemas.atRevision(ctx, r)
+		},
+		MaxBytes: s.cfg.MaterializeMaxBytes,
+		// A minimize_latency read may pick a revision up to a window (and its
+		// smearing) after the revision stopped being the newest.
+		Retain:          2*window + time.Second,
+		Wait:            wait,
+		CheckpointEvery: checkpoints,
+		Logger:          s.cfg.Logger,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.Run(ctx)
+	}()
+	s.index, s.stopIndex = x, func() {
+		cancel()
+		<-done
+	}
+	s.registerIndexMetrics(x)
+	return x
+}
+
+// registerIndexMetrics adds the latch_materialize_* metrics.
+func (s *Server) registerIndexMetrics(x *materialize.Index) {
+	stat := func(f func(materialize.Stats) float64) func() float64 { return func() float64 { return f(x.Stats()) } }
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "latch", Subsystem: "materialize", Name: name, Help: help}
+	}
+	s.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("ready", "1 when the index is built and following the datastore, 0 while it builds or is off.")),
+			stat(func(st materialize.Stats) float64 {
+				if st.Ready {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("applied_revision_lag", "Revisions the datastore has committed that the index has not applied yet.")),
+			func() float64 {
+				st := x.Stats()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				head, err := s.store.HeadRevision(ctx)
+				if !st.Ready || err != nil || head < st.Applied {
+					return 0
+				}
+				return float64(head - st.Applied)
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("entries", "(subject, set) and (set, ancestor) entries the index holds.")),
+			stat(func(st materialize.Stats) float64 { return float64(st.Entries) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("bytes", "Memory the index holds.")),
+			stat(func(st materialize.Stats) float64 { return float64(st.Bytes) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("answers_total", "Set memberships the index answered.")),
+			stat(func(st materialize.Stats) float64 { return float64(st.Answers) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("fallbacks_total", "Reads of indexed relations the index left to evaluation.")),
+			stat(func(st materialize.Stats) float64 { return float64(st.Fallbacks) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("builds_total", "Builds of the index (at start, after a breaking schema change or a failure).")),
+			stat(func(st materialize.Stats) float64 { return float64(st.Builds) })),
+	)
+}

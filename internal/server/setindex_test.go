@@ -1,0 +1,113 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+
+	"github.com/latch-authz/latch/internal/store/postgres"
+	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
+)
+
+const nestedGroupsSchema = `definition user {}
+
+definition group {
+	relation member: user | group#member
+}
+
+definition document {
+	relation viewer: group#member
+	permission view = viewer
+}
+`
+
+// TestIndexFollowsWrites moves a user in and out of the deepest of a chain of nested
+// groups, checking at once after each write with fully_consistent (which the index
+// answers only once it has applied the write, else evaluation does) and with the
+// write's token, on each store: every answer is the write's. Then, the index caught
+// up, checks at a later revision are answered by it. (A
+// fully_consistent read on PostgreSQL reads a head that other databases' commits move
+// on, which the polled index reaches a poll later: those are evaluated.)
+func TestIndexFollowsWrites(t *testing.T) {
+	stores := []struct {
+		name   string
+		config func(t *testing.T, c *Config)
+	}{
+		{"memory", func(*testing.T, *Config) {}},
+		{"pebble", func(t *testing.T, c *Config) { c.DatastoreEngine, c.DatastoreURI = "pebble", t.TempDir() }},
+		{"postgres", func(t *testing.T, c *Config) {
+			c.DatastoreEngine = "postgres"
+			c.DatastoreURI = pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
+		}},
+	}
+	for _, sc := range stores {
+		t.Run(sc.name, func(t *testing.T) {
+			ts := start(t, func(c *Config) { sc.config(t, c) })
+			ts.writeSchema(t, nestedGroupsSchema)
+			const depth = 8
+			var chain []*v1.Relationship
+			for i := range depth - 1 {
+				chain = append(chain, relationship("group", fmt.Sprint("g", i), "member", "group", fmt.Sprint("g", i+1), "member"))
+			}
+			chain = append(chain, relationship("document", "d", "viewer", "group", "g0", "member"))
+			ts.write(t, chain...)
+			deep := relationship("group", fmt.Sprint("g", depth-1), "member", "user", "u", "")
+			checkAll := func(want bool, groups []string, cs ...*v1.Consistency) {
+				t.Helper()
+				for _, c := range cs {
+					queries := []struct{ res *v1.ObjectReference }{{obj("document", "d")}}
+					for _, g := range groups {
+						queries = append(queries, struct{ res *v1.ObjectReference }{obj("group", g)})
+					}
+					for _, q := range queries {
+						perm := "member"
+						if q.res.GetObjectType() == "document" {
+							perm = "view"
+						}
+						resp, err := ts.check(t, c, q.res, perm, sub("user", "u", ""))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := resp.GetPermissionship() == v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION; got != want {
+							t.Fatalf("%v %s after the write: got %v, want %v", q.res, perm, got, want)
+						}
+					}
+				}
+			}
+			var token *v1.ZedToken
+			for i := range 20 {
+				op := v1.RelationshipUpdate_OPERATION_TOUCH
+				if i%2 == 1 {
+					op = v1.RelationshipUpdate_OPERATION_DELETE
+				}
+				resp, err := ts.perms.WriteRelationships(ctxT(t), &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{update(op, deep)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				token = resp.GetWrittenAt()
+				checkAll(i%2 == 0, []string{"g0", "g3"}, fullyConsistent(), &v1.Consistency{Requirement: &v1.Consistency_AtLeastAsFresh{AtLeastAsFresh: token}})
+			}
+			// A revision no check has read: the dispatch cache holds the answers of
+			// the others.
+			token = ts.write(t, relationship("document", "other", "viewer", "group", "g0", "member"))
+			head, err := ts.srv.store.HeadRevision(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Minute)
+			for st := ts.srv.index.Stats(); !st.Ready || st.Applied < head; st = ts.srv.index.Stats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("the index did not apply revision %d: %+v", head, st)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			before := ts.srv.index.Stats().Answers
+			checkAll(false, []string{"g1", "g5"}, &v1.Consistency{Requirement: &v1.Consistency_AtExactSnapshot{AtExactSnapshot: token}})
+			if after := ts.srv.index.Stats().Answers; after == before {
+				t.Fatalf("the index answered none of the checks once it had caught up (%d answers)", after)
+			}
+		})
+	}
+}
