@@ -193,6 +193,12 @@ func TestClientErrorsAreOneClearLine(t *testing.T) {
 			[]string{"checking permission: ", "(Unavailable)", "is a latch server running at 127.0.0.1:1?"},
 		},
 		{
+			"bad relationship, named once",
+			map[string]string{"LATCH_ENDPOINT": addr, "LATCH_TOKEN": "right"},
+			[]string{"relationship", "create", "document:a#viewer@"},
+			[]string{`latch: relationship "document:a#viewer@": subject`},
+		},
+		{
 			"contradicting tls flags", nil,
 			[]string{"schema", "read", "--insecure", "--tls"},
 			[]string{"--insecure and --tls contradict each other"},
