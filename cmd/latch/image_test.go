@@ -1,16 +1,25 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // dockerfile is the image's recipe, from this package's directory.
@@ -139,10 +148,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// TestDockerfileBinary builds latch with the Dockerfile's own go build line (no
-// Docker daemon needed), checks that the binary is static, and runs it as the
-// image's entrypoint would: it starts, takes a schema and a relationship, and answers
-// a check through authzed-go.
+// TestDockerfileBinary builds latch with the Dockerfile's own go build line and the
+// image around it without a Docker daemon (go-containerregistry, on an empty base:
+// the distroless base cannot be fetched where the tests run), checks that the binary
+// is static, then unpacks the image as a runtime would and runs its entrypoint: it
+// starts, takes a schema and a relationship, and answers a check through authzed-go.
 func TestDockerfileBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds latch and runs it as a child process")
@@ -172,7 +182,8 @@ func TestDockerfileBinary(t *testing.T) {
 	}
 	f.Close()
 
-	srv := startLatch(t, bin, t.TempDir())
+	root := unpackImage(t, writeImage(t, img, bin))
+	srv := startLatch(t, filepath.Join(root, img.entrypoint[0]), t.TempDir())
 	defer srv.stop(t)
 	c := srv.client(t)
 	defer c.close()
@@ -194,4 +205,118 @@ func TestDockerfileBinary(t *testing.T) {
 	if err != nil || got.GetPermissionship() != v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION {
 		t.Fatalf("CheckPermission: %v, %v; want HAS_PERMISSION", got.GetPermissionship(), err)
 	}
+}
+
+// writeImage writes an OCI image layout holding the Dockerfile's final stage on an empty
+// base: the binary at the path it copies it to, the CA certificates a TLS client needs
+// (distroless's own), its USER and ENTRYPOINT. It returns the layout's directory.
+func writeImage(t *testing.T, img image, bin string) string {
+	t.Helper()
+	var files bytes.Buffer
+	tw := tar.NewWriter(&files)
+	addFile := func(name, src string, mode int64) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr := &tar.Header{Name: strings.TrimPrefix(name, "/"), Mode: mode, Size: int64(len(b)), Typeflag: tar.TypeReg}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addFile(img.copied, bin, 0o755)
+	if _, err := os.Stat(caBundle); err == nil {
+		addFile(caBundle, caBundle, 0o644)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromReader(bytes.NewReader(files.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oci, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := oci.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config.User, cfg.Config.Entrypoint = img.user, img.entrypoint
+	if oci, err = mutate.ConfigFile(oci, cfg); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(oci); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// caBundle is where Debian, and distroless, keep the CA certificates.
+const caBundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// unpackImage reads the one image of the OCI layout at dir, checks its configuration
+// (non-root user, entrypoint), and extracts its file system into a new directory,
+// which it returns.
+func unpackImage(t *testing.T, dir string) string {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil || len(m.Manifests) != 1 {
+		t.Fatalf("the layout's index: %v, %d images; want 1", err, len(m.Manifests))
+	}
+	oci, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := oci.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, _, _ := strings.Cut(cfg.Config.User, ":"); uid == "" || uid == "0" || len(cfg.Config.Entrypoint) != 1 {
+		t.Fatalf("image config: user %q, entrypoint %q; want a non-root user and one entrypoint", cfg.Config.User, cfg.Config.Entrypoint)
+	}
+	root := t.TempDir()
+	fs := mutate.Extract(oci)
+	defer fs.Close()
+	tr := tar.NewReader(fs)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(root, filepath.Clean("/"+hdr.Name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, os.FileMode(hdr.Mode)&os.ModePerm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(f, tr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
