@@ -68,29 +68,36 @@ var permifySurface = httpSurface{
 	},
 }
 
-// tenantConns sizes each SQL tenant store's pools: tenants share the database server
-// with t1, and a tenant's traffic rarely needs more.
+// tenantConns sizes each CockroachDB tenant store's pools: tenants share the
+// database server with t1, and a tenant's traffic rarely needs more.
 const tenantConns = 4
 
 // tenantStores keeps tenants as durable as the server's own data: pebble directories
 // beside the server's (DIR.tenants/ID), or a schema each in the PostgreSQL or
-// CockroachDB database; a memory server's tenants are memory stores.
+// CockroachDB database; a memory server's tenants are memory stores. PostgreSQL
+// tenants use the server's connection pools (postgres.Store.InSchema), so tenants
+// cost the database no connections.
 func (s *Server) tenantStores() permify.TenantStores {
 	cfg := s.cfg
-	switch {
-	case cfg.Datastore != nil || cfg.DatastoreEngine == "memory":
+	if cfg.Datastore != nil || cfg.DatastoreEngine == "memory" {
 		return permify.MemoryTenants{Options: memory.Options{GCWindow: cfg.GCWindow}}
-	case cfg.DatastoreEngine == "postgres":
+	}
+	switch base := s.store.(type) {
+	case *postgres.Store:
 		return permify.SQLTenants{Tenants: sqlstore.Tenants{
 			URI: cfg.DatastoreURI, Engine: "postgres", Migrate: postgres.Migrate,
-			Open: func(ctx context.Context, uri string) (store.Store, error) {
-				return postgres.Open(ctx, uri, postgres.Options{ReadConns: tenantConns, WriteConns: tenantConns, GCWindow: cfg.GCWindow})
+			Open: func(ctx context.Context, schema string) (store.Store, error) {
+				return base.InSchema(ctx, schema, postgres.Options{GCWindow: cfg.GCWindow})
 			},
 		}}
-	case cfg.DatastoreEngine == "cockroachdb":
+	case *crdb.Store:
 		return permify.SQLTenants{Tenants: sqlstore.Tenants{
 			URI: cfg.DatastoreURI, Engine: "cockroachdb", Migrate: crdb.Migrate,
-			Open: func(ctx context.Context, uri string) (store.Store, error) {
+			Open: func(ctx context.Context, schema string) (store.Store, error) {
+				uri, err := sqlstore.TenantURI(cfg.DatastoreURI, schema)
+				if err != nil {
+					return nil, err
+				}
 				return crdb.Open(ctx, uri, crdb.Options{ReadConns: tenantConns, WriteConns: tenantConns, GCWindow: cfg.GCWindow})
 			},
 		}}

@@ -103,7 +103,7 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		reads.Close()
 		return nil, err
 	}
-	s := &Store{opts: opts, reads: reads, writes: writes, Counters: sqlstore.Counters{Engine: "cockroachdb", Pool: writes}}
+	s := &Store{opts: opts, reads: reads, writes: writes, Counters: sqlstore.Counters{Engine: "cockroachdb", Pool: sqlstore.Pool{Pool: writes}}}
 	if err := schemaVersions.Check(ctx, writes); err != nil {
 		s.Close()
 		return nil, err

@@ -33,10 +33,11 @@ func TestCountersSurviveReopen(t *testing.T) {
 // version, and its store keeps counters.
 func TestTenantSchemasAreMigratedOnOpen(t *testing.T) {
 	ctx := context.Background()
+	base, uri := open(t, postgres.Options{})
 	tenants := sqlstore.Tenants{
-		URI: newDatabase(t), Engine: "postgres", Migrate: postgres.Migrate,
-		Open: func(ctx context.Context, uri string) (store.Store, error) {
-			return postgres.Open(ctx, uri, postgres.Options{GCInterval: -1})
+		URI: uri, Engine: "postgres", Migrate: postgres.Migrate,
+		Open: func(ctx context.Context, schema string) (store.Store, error) {
+			return base.InSchema(ctx, schema, postgres.Options{GCInterval: -1})
 		},
 	}
 	st, err := tenants.Create(ctx, sqlstore.Tenant{ID: "acme", Name: "Acme"})

@@ -60,8 +60,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
@@ -118,8 +116,8 @@ func (o *Options) setDefaults() {
 // Store is the PostgreSQL datastore. Every method is safe for concurrent use.
 type Store struct {
 	opts   Options
-	reads  *pgxpool.Pool
-	writes *pgxpool.Pool
+	reads  sqlstore.Pool
+	writes sqlstore.Pool
 	snaps  *snapshotCache
 	// Counters keeps relationship counter registrations, on the write pool.
 	sqlstore.Counters
@@ -137,6 +135,8 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// ownsPools is false for a store sharing another's pools (InSchema).
+	ownsPools bool
 }
 
 var (
@@ -157,11 +157,8 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		reads.Close()
 		return nil, err
 	}
-	s := &Store{
-		opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096), commitProbe: commitProbeTime,
-		Counters: sqlstore.Counters{Engine: "postgres", Pool: writes},
-		stop:     make(chan struct{}), done: make(chan struct{}),
-	}
+	s := newStore(opts, sqlstore.Pool{Pool: reads}, sqlstore.Pool{Pool: writes})
+	s.ownsPools = true
 	for _, u := range opts.ReplicaURIs {
 		pool, err := sqlstore.NewPool("postgres", u, opts.ReadConns, opts.ConnectTimeout, "latch-replica")
 		if err != nil {
@@ -170,27 +167,65 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		}
 		s.replicas = append(s.replicas, &replica{pool: pool})
 	}
-	if err := schemaVersions.Check(ctx, writes); err != nil {
+	if err := s.start(ctx); err != nil {
 		s.closePools()
 		return nil, err
-	}
-	s.oldest.Store(1)
-	if opts.GCInterval > 0 {
-		go s.collect()
-	} else {
-		close(s.done)
 	}
 	return s, nil
 }
 
-// Close stops the collector and closes the connection pools.
+func newStore(opts Options, reads, writes sqlstore.Pool) *Store {
+	return &Store{
+		opts: opts, reads: reads, writes: writes, snaps: newSnapshotCache(4096), commitProbe: commitProbeTime,
+		Counters: sqlstore.Counters{Engine: "postgres", Pool: writes},
+		stop:     make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// start checks the store's tables are at this version's schema and starts the
+// collector.
+func (s *Store) start(ctx context.Context) error {
+	if err := schemaVersions.Check(ctx, s.writes); err != nil {
+		return err
+	}
+	s.oldest.Store(1)
+	if s.opts.GCInterval > 0 {
+		go s.collect()
+	} else {
+		close(s.done)
+	}
+	return nil
+}
+
+// InSchema opens the store whose tables are in the PostgreSQL schema named schema of
+// s's database (migrated there, as Migrate does with the schema as search_path),
+// sharing s's connection pools: every statement it sends names its tables with the
+// schema, so stores in any number of schemas use s's connections and never see each
+// other's rows. opts configure its collector and clock; its connection and replica
+// options are s's (it reads from the primary only). Closing it stops its collector and
+// leaves the pools to s.
+func (s *Store) InSchema(ctx context.Context, schema string, opts Options) (*Store, error) {
+	opts.setDefaults()
+	opts.ReadConns, opts.WriteConns, opts.ReplicaURIs = s.opts.ReadConns, s.opts.WriteConns, nil
+	t := sqlstore.InSchema(schema)
+	in := newStore(opts, sqlstore.Pool{Pool: s.reads.Pool, Tables: t}, sqlstore.Pool{Pool: s.writes.Pool, Tables: t})
+	if err := in.start(ctx); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// Close stops the collector and closes the connection pools, unless the store shares
+// another's (InSchema).
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.opts.GCInterval > 0 {
 			close(s.stop)
 		}
 		<-s.done
-		s.closePools()
+		if s.ownsPools {
+			s.closePools()
+		}
 	})
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
@@ -26,7 +25,7 @@ type querier interface {
 
 // poolQuerier reads from a pool, counting the pages it served in pages.
 type poolQuerier struct {
-	pool  *pgxpool.Pool
+	pool  sqlstore.Pool
 	pages *atomic.Uint64
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/sqlstore"
 )
 
 // replica is a streaming read replica. A replica replays the primary's WAL in commit
@@ -99,7 +100,7 @@ func (f fallbackRow) Scan(dest ...any) error {
 }
 
 func (q replicaQuerier) page(ctx context.Context, sql string, args []any, retainedRev store.Revision) ([]rel.Relationship, error) {
-	out, err := poolQuerier{pool: q.r.pool, pages: &q.r.pages}.page(ctx, sql, args, retainedRev)
+	out, err := poolQuerier{pool: sqlstore.Pool{Pool: q.r.pool}, pages: &q.r.pages}.page(ctx, sql, args, retainedRev)
 	if err == nil {
 		return out, nil
 	}

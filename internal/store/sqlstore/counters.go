@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/latch-authz/latch/internal/store"
 )
@@ -21,7 +20,7 @@ type Counters struct {
 	// Engine names the database in messages ("postgres", "cockroachdb").
 	Engine string
 	// Pool is the primary's pool: a registration must be seen at once by every read.
-	Pool *pgxpool.Pool
+	Pool Pool
 }
 
 // RegisterCounter registers f under name.
@@ -72,7 +71,7 @@ func (c Counters) change(ctx context.Context, what, sql string, args ...any) (pg
 		return pgconn.CommandTag{}, Classify(ctx, what, err)
 	}
 	defer conn.Release()
-	tag, err := conn.Exec(ctx, sql, args...)
+	tag, err := conn.Exec(ctx, c.Pool.Tables.SQL(sql), args...)
 	err = Classify(ctx, what, err)
 	if errors.Is(err, store.ErrUnavailable) && !pgconn.SafeToRetry(err) {
 		return tag, store.OutcomeUnknown(false, err)

@@ -16,10 +16,11 @@ import (
 )
 
 // Tenants keeps Permify tenants in the server's own SQL database, each in a schema
-// (namespace) of its own: a tenant's store is the backend's ordinary store opened with
-// its search_path set to that schema, so every table, index, revision counter and
-// collection is the tenant's alone, isolation needs no tenant predicate in any query,
-// and deleting a tenant is one DROP SCHEMA. The schema's comment records the tenant's
+// (namespace) of its own, so every table, index, revision counter and collection is
+// the tenant's alone, isolation needs no tenant predicate in any query, and deleting a
+// tenant is one DROP SCHEMA. A tenant's store is the backend's ordinary store over
+// that schema's tables: its statements name them (Tables), or its connections'
+// search_path is the schema. The schema's comment records the tenant's
 // id, name and creation time, and is written last: a schema without it is a tenant
 // whose creation did not finish.
 type Tenants struct {
@@ -27,10 +28,11 @@ type Tenants struct {
 	URI string
 	// Engine names the backend in messages ("postgres", "cockroachdb").
 	Engine string
-	// Migrate brings the database at a URI to the backend's schema version, and Open
-	// opens the backend's store on it.
+	// Migrate brings the database at a URI to the backend's schema version (the
+	// tenant's schema is the URI's search_path), and Open opens the backend's store on
+	// the tables of the schema named schema.
 	Migrate func(ctx context.Context, uri string) error
-	Open    func(ctx context.Context, uri string) (store.Store, error)
+	Open    func(ctx context.Context, schema string) (store.Store, error)
 }
 
 // Tenant is one tenant's record; Store is set by Existing and Create.
@@ -132,7 +134,7 @@ func (t Tenants) open(ctx context.Context, id string) (store.Store, error) {
 	if err := t.Migrate(ctx, uri); err != nil {
 		return nil, err
 	}
-	return t.Open(ctx, uri)
+	return t.Open(ctx, tenantSchema(id))
 }
 
 // Create makes a new tenant's schema, migrates it, marks it finished and opens its
@@ -165,7 +167,7 @@ func (t Tenants) Create(ctx context.Context, tn Tenant) (store.Store, error) {
 	}
 	var st store.Store
 	if err == nil {
-		st, err = t.Open(ctx, uri)
+		st, err = t.Open(ctx, tenantSchema(tn.ID))
 	}
 	if err != nil {
 		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
