@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
@@ -23,6 +25,15 @@ import (
 // permifyPost sends a Permify API request to the server's HTTP listener.
 func permifyPost(t *testing.T, ts *testServer, key, path string, body any) (int, map[string]any) {
 	t.Helper()
+	code, out, err := permifyDo(ts, key, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, out
+}
+
+// permifyDo is permifyPost for goroutines other than the test's.
+func permifyDo(ts *testServer, key, path string, body any) (int, map[string]any, error) {
 	raw, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+ts.httpAddr+path, bytes.NewReader(raw))
 	if key != "" {
@@ -30,15 +41,15 @@ func permifyPost(t *testing.T, ts *testServer, key, path string, body any) (int,
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var out map[string]any
 	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatalf("%s: %q is not JSON", path, data)
+		return 0, nil, fmt.Errorf("%s: %q is not JSON", path, data)
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, out, nil
 }
 
 func TestPermifyAPIOnTheHTTPListener(t *testing.T) {
@@ -269,5 +280,96 @@ func checkTenants(t *testing.T, ts *testServer) {
 	})
 	if err == nil && resp.Permissionship == v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION {
 		t.Error("the SpiceDB API's t1 sees tenant acme's data")
+	}
+}
+
+// TestPermifyTenantsShareConnections: on PostgreSQL, tenants use the server's own
+// connection pools. Fifty tenants, written and checked concurrently, leave no more of
+// latch's sessions on the database than those pools hold, and each tenant's checks
+// see its own data and not its neighbour's.
+func TestPermifyTenantsShareConnections(t *testing.T) {
+	const tenants, workers, conns = 50, 8, 4
+	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
+	ts := start(t, func(c *Config) {
+		c.DatastoreEngine, c.DatastoreURI, c.ReadConns, c.WriteConns = "postgres", uri, conns, conns
+	})
+	ids := make([]string, tenants)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("tenant%02d", i)
+		if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": ids[i], "name": ids[i]}); code != http.StatusOK {
+			t.Fatalf("create %s: %d %v", ids[i], code, out)
+		}
+	}
+	jobs := make(chan int)
+	errs := make(chan error, tenants)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				errs <- useTenant(ts, ids[i], ids[(i+1)%tenants])
+			}
+		}()
+	}
+	for i := range ids {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	conn, err := pgx.Connect(ctxT(t), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var sessions int
+	err = conn.QueryRow(ctxT(t), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name IN ('latch-read', 'latch-write')`).Scan(&sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sessions > 2*conns {
+		t.Errorf("%d latch sessions on the database with %d tenants; want at most %d, the server's pools", sessions, tenants, 2*conns)
+	}
+	t.Logf("reliability: %d Permify tenants on PostgreSQL, used concurrently: %d latch sessions on the database (pools of %d+%d), no tenant saw another's data", tenants, sessions, conns, conns)
+}
+
+// useTenant writes tenant id's schema and doc:1 owned by user:id, then checks that
+// id's owner may view it and other's may not.
+func useTenant(ts *testServer, id, other string) error {
+	steps := []struct {
+		path string
+		body map[string]any
+		want string // the check's answer, for checks
+	}{
+		{path: "/schemas/write", body: map[string]any{"schema": tenantSchema}},
+		{path: "/data/write", body: map[string]any{"tuples": []any{map[string]any{
+			"entity": map[string]any{"type": "doc", "id": "1"}, "relation": "owner", "subject": map[string]any{"type": "user", "id": id},
+		}}}},
+		{path: "/permissions/check", body: ownerCheck(id), want: "CHECK_RESULT_ALLOWED"},
+		{path: "/permissions/check", body: ownerCheck(other), want: "CHECK_RESULT_DENIED"},
+	}
+	for _, s := range steps {
+		code, out, err := permifyDo(ts, testKey, "/v1/tenants/"+id+s.path, s.body)
+		if err == nil && (code != http.StatusOK || s.want != "" && out["can"] != s.want) {
+			err = fmt.Errorf("%d %v (want %s)", code, out, s.want)
+		}
+		if err != nil {
+			return fmt.Errorf("tenant %s: %s: %w", id, s.path, err)
+		}
+	}
+	return nil
+}
+
+func ownerCheck(user string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{"depth": 20},
+		"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": user},
 	}
 }
