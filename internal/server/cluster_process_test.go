@@ -174,8 +174,8 @@ func allIn(s string, subs []string) bool {
 // definitionName finds the definitions of a schema, to delete their relationships.
 var definitionName = regexp.MustCompile(`(?m)^\s*definition\s+([a-zA-Z0-9_/]+)`)
 
-// clearAll deletes every relationship of the definitions of the schema in force, so
-// that any schema may be written next.
+// clearAll deletes every relationship of the definitions of the schema in force, then
+// the schema, so that any schema may be written next.
 func (ts *testServer) clearAll(t *testing.T) {
 	t.Helper()
 	resp, err := ts.schema.ReadSchema(ctxT(t), &v1.ReadSchemaRequest{})
