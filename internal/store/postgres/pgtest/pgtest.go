@@ -270,7 +270,11 @@ func (s *Server) StopServer() error {
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() error {
-	err := s.run("pg_ctl", "-D", s.dataDir(), "-m", "immediate", "-w", "stop")
+	var err error
+	// A server its test stopped (StopServer) has no pid file and is not stopped again.
+	if _, statErr := os.Stat(filepath.Join(s.dataDir(), "postmaster.pid")); statErr == nil {
+		err = s.run("pg_ctl", "-D", s.dataDir(), "-m", "immediate", "-w", "stop")
+	}
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
 		err = rmErr
 	}
