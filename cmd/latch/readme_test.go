@@ -158,25 +158,9 @@ func runREADMESection(t *testing.T, script string, env []string) string {
 	return out.String()
 }
 
-// readmePostgres starts a throwaway PostgreSQL for the cluster recipe and returns the
-// URI of an empty database; without PostgreSQL installed the test is skipped (failed
-// under CI=true, where make test installs it).
+// readmePostgres returns the URI of an empty database on a throwaway PostgreSQL for
+// the cluster recipe.
 func readmePostgres(t *testing.T) string {
 	t.Helper()
-	if _, err := pgtest.FindBin(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	srv, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("stopping PostgreSQL: %v", err)
-		}
-	})
-	return srv.NewDatabase(t, "", nil)
+	return pgtest.Own(t).NewDatabase(t, "", nil)
 }

@@ -11,28 +11,6 @@ import (
 	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
 
-// startPostgres starts a throwaway PostgreSQL for the test; without PostgreSQL
-// installed the test is skipped (failed under CI=true, where make test installs it).
-func startPostgres(t *testing.T) *pgtest.Server {
-	t.Helper()
-	if _, err := pgtest.FindBin(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pg.Close(); err != nil {
-			t.Errorf("stopping PostgreSQL: %v", err)
-		}
-	})
-	return pg
-}
-
 // TestImportExportRoundTrip backs a server up with export, in both formats, and restores
 // each into a fresh server of the same datastore (memory, pebble, PostgreSQL): schema
 // and relationships come back; conflicts follow the strategy asked for.
@@ -41,7 +19,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			var pg *pgtest.Server
 			if engine == "postgres" {
-				pg = startPostgres(t)
+				pg = pgtest.Own(t)
 			}
 			store := func(c *server.Config) {
 				c.DatastoreEngine = engine

@@ -59,12 +59,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a PostgreSQL server")
 	}
-	pgtest.Get(t)             // skips without PostgreSQL
-	pg, err := pgtest.Start() // a server of its own: this test stops it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
+	pg := pgtest.Own(t) // a server of its own: this test stops it
 	uri := pg.URI("postgres")
 	if err := postgres.Migrate(context.Background(), uri); err != nil {
 		t.Fatal(err)

@@ -435,9 +435,9 @@ func sbsCheckOps(spicedb *sbsEnv) []sbsOp {
 		checkOp("at_exact_snapshot with a SpiceDB token", exactFromSpiceDB, "document:d1", "view", "user:anne", ""),
 		checkOp("at_least_as_fresh garbage token", garbage, "document:d1", "view", "user:anne", ""),
 		checkOp("at_exact_snapshot garbage token", garbageExact, "document:d1", "view", "user:anne", ""),
-		checkOp("minimize_latency", func(*sbsEnv) *v1.Consistency {
-			return &v1.Consistency{Requirement: &v1.Consistency_MinimizeLatency{MinimizeLatency: true}}
-		}, "document:d1", "edit", "user:bob", ""),
+		// No minimize_latency check: its revision is each server's quantized one, whose
+		// phase the test does not control, so a check soon after the schema write may
+		// find no schema on one server and a schema on the other.
 		{"CheckBulkPermissions mixed", func(ctx context.Context, e *sbsEnv) (string, error) {
 			item := func(res, perm, subject string) *v1.CheckBulkPermissionsRequestItem {
 				s := sbsRel(res + "#" + perm + "@" + subject)

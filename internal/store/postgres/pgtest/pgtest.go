@@ -81,6 +81,28 @@ func Get(t testing.TB) *Server {
 	return shared
 }
 
+// Own starts a server for t alone, one it may stop and restart, and removes it when t
+// ends. Like Get it skips t when PostgreSQL is not installed, and fails it under CI=true.
+func Own(t testing.TB) *Server {
+	t.Helper()
+	if _, err := FindBin(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return s
+}
+
 // FindBin returns the newest /usr/lib/postgresql/*/bin holding initdb.
 func FindBin() (string, error) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -248,7 +270,11 @@ func (s *Server) StopServer() error {
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() error {
-	err := s.run("pg_ctl", "-D", s.dataDir(), "-m", "immediate", "-w", "stop")
+	var err error
+	// A server its test stopped (StopServer) has no pid file and is not stopped again.
+	if _, statErr := os.Stat(filepath.Join(s.dataDir(), "postmaster.pid")); statErr == nil {
+		err = s.run("pg_ctl", "-D", s.dataDir(), "-m", "immediate", "-w", "stop")
+	}
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
 		err = rmErr
 	}
