@@ -108,9 +108,21 @@ func (s *service) check(_ any, ctx context.Context, dec func(any) error, _ grpc.
 		v, err = answer()
 	}
 	if err != nil {
-		return nil, status.Error(codes.Unknown, fmt.Sprintf("dispatch: %v", err))
+		return nil, answerError(err)
 	}
 	return v, nil
+}
+
+// answerError is the status a failed answer is sent back with: the handler's own
+// status, InvalidArgument for a subproblem this node refuses, Unknown otherwise.
+func answerError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, engine.ErrBadSubproblem) {
+		return status.Error(codes.InvalidArgument, fmt.Sprintf("dispatch: %v", err))
+	}
+	return status.Error(codes.Unknown, fmt.Sprintf("dispatch: %v", err))
 }
 
 // health answers a probe: the service is serving and the caller has the key.

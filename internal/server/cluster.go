@@ -83,14 +83,24 @@ func (s *Server) joinCluster() error {
 func (s *Server) answerDispatched(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
 	r, err := s.store.Reader(ctx, sp.Revision)
 	if err != nil {
-		return nil, err
+		return nil, s.dispatchStatus(err)
 	}
 	r = s.timed(ctx, r)
 	sch, err := s.schemas.atRevision(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, s.dispatchStatus(err)
 	}
 	return s.engine.AnswerDispatched(ctx, sch, r, sp)
+}
+
+// dispatchStatus gives a store's or schema's error the API's status (a revision from
+// the future OutOfRange, an outage Unavailable); an ended context stays as it is, for
+// the dispatch service to tell its caller's cancellation from a joined one's.
+func (s *Server) dispatchStatus(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return s.status(err)
 }
 
 // ClusterAddr returns the bound address of the dispatch service ("" outside a cluster).
