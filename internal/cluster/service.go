@@ -39,6 +39,9 @@ func (c *Cluster) NewServer(h Handler, opts ServiceOptions) *grpc.Server {
 		// Reused goroutines keep the stacks a subproblem's evaluation grew; a fresh one per
 		// dispatch grows its stack again each time (as the API server found).
 		grpc.NumStreamWorkers(uint32(c.cfg.ConcurrencyLimit)),
+		// A peer sends at most the limit's dispatches at once (its own bound); a
+		// connection that sends more has the rest wait for a stream, not run at once.
+		grpc.MaxConcurrentStreams(uint32(c.cfg.ConcurrencyLimit)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2}),
 	}
 	if c.cfg.ServerTLS != nil {
