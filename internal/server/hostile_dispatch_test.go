@@ -165,7 +165,7 @@ func TestHostileDispatchInputs(t *testing.T) {
 		{"dispatch", "a subject type in invalid UTF-8", send(dispatchKey, func(f *dispatchFrame) { f.subjectType = "us\xffer" }), "InvalidArgument"},
 		{"dispatch", "an unknown definition", send(dispatchKey, func(f *dispatchFrame) { f.resourceType = "folder" }), "InvalidArgument"},
 		{"dispatch", "an unknown relation", send(dispatchKey, func(f *dispatchFrame) { f.relation = "edit" }), "InvalidArgument"},
-		{"dispatch", "a revision from the future", send(dispatchKey, func(f *dispatchFrame) { f.revision += 1 << 40 }), "OutOfRange"},
+		{"dispatch", "a revision from the future", send(dispatchKey, func(f *dispatchFrame) { f.revision += 1 << 40 }), "OutOfRange dispatch: revision is newer than the store's head revision"},
 		{"dispatch", "revision 2^64-1", send(dispatchKey, func(f *dispatchFrame) { f.revision = 1<<64 - 1 }), "OutOfRange"},
 		{"dispatch", "depth 0", send(dispatchKey, func(f *dispatchFrame) { f.depth = 0 }), "OK"},
 		{"dispatch", "a depth past the node's limit", send(dispatchKey, func(f *dispatchFrame) { f.depth = 1 << 20 }), "InvalidArgument"},
