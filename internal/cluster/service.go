@@ -39,6 +39,9 @@ func (c *Cluster) NewServer(h Handler, opts ServiceOptions) *grpc.Server {
 		// Reused goroutines keep the stacks a subproblem's evaluation grew; a fresh one per
 		// dispatch grows its stack again each time (as the API server found).
 		grpc.NumStreamWorkers(uint32(c.cfg.ConcurrencyLimit)),
+		// A peer sends at most the limit's dispatches at once (its own bound); a
+		// connection that sends more has the rest wait for a stream, not run at once.
+		grpc.MaxConcurrentStreams(uint32(c.cfg.ConcurrencyLimit)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2}),
 	}
 	if c.cfg.ServerTLS != nil {
@@ -108,9 +111,21 @@ func (s *service) check(_ any, ctx context.Context, dec func(any) error, _ grpc.
 		v, err = answer()
 	}
 	if err != nil {
-		return nil, status.Error(codes.Unknown, fmt.Sprintf("dispatch: %v", err))
+		return nil, answerError(err)
 	}
 	return v, nil
+}
+
+// answerError is the status a failed answer is sent back with: the handler's own
+// status, InvalidArgument for a subproblem this node refuses, Unknown otherwise.
+func answerError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, engine.ErrBadSubproblem) {
+		return status.Error(codes.InvalidArgument, fmt.Sprintf("dispatch: %v", err))
+	}
+	return status.Error(codes.Unknown, fmt.Sprintf("dispatch: %v", err))
 }
 
 // health answers a probe: the service is serving and the caller has the key.

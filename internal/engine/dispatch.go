@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -197,6 +198,35 @@ func (ev *evaluator) answer(ctx context.Context, r *ir.Relation, ids []string, d
 	return a, nil
 }
 
+// ErrBadSubproblem: a dispatched subproblem no node of this cluster would send (a name
+// or id the API would refuse, a depth outside this node's limit, a definition or
+// relation its schema lacks); the error wrapping it says which.
+var ErrBadSubproblem = errors.New("invalid dispatched subproblem")
+
+// checkSubproblem checks what a peer's API validated before dispatching: names and ids
+// as the API takes them, and a depth within this node's limit, so that a subproblem
+// cannot recurse past it.
+func (e *Engine) checkSubproblem(sp *Subproblem) error {
+	if sp.Depth < 0 || sp.Depth > e.maxDepth {
+		return fmt.Errorf("depth %d is outside this node's limit of 0 to %d (do the nodes' --dispatch-max-depth differ?)", sp.Depth, e.maxDepth)
+	}
+	if err := rel.ValidateType(sp.ResourceType); err != nil {
+		return fmt.Errorf("resource type: %w", err)
+	}
+	if err := rel.ValidateRelationName(sp.Relation); err != nil {
+		return fmt.Errorf("relation: %w", err)
+	}
+	if err := rel.ValidateSubject(sp.Subject); err != nil {
+		return fmt.Errorf("subject: %w", err)
+	}
+	for i, id := range sp.ResourceIDs {
+		if err := rel.ValidateObjectID(id); err != nil {
+			return fmt.Errorf("resource id %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // AnswerDispatched answers a subproblem another node dispatched here, at the reader's
 // revision (which must be sp.Revision) under the schema in force there. Its resources
 // are evaluated on this node whoever the ring now says owns them, so a subproblem is
@@ -205,18 +235,21 @@ func (e *Engine) AnswerDispatched(ctx context.Context, s *ir.Schema, r store.Rea
 	if r.Revision() != sp.Revision {
 		return nil, fmt.Errorf("dispatched subproblem at revision %d read at %d", sp.Revision, r.Revision())
 	}
+	if err := e.checkSubproblem(sp); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSubproblem, err)
+	}
 	d := s.Definition(sp.ResourceType)
 	if d == nil {
-		return nil, fmt.Errorf("dispatched subproblem names definition %q, which the schema at revision %d does not define", sp.ResourceType, sp.Revision)
+		return nil, fmt.Errorf("%w: it names definition %q, which the schema at revision %d does not define", ErrBadSubproblem, sp.ResourceType, sp.Revision)
 	}
 	relation := d.Relation(sp.Relation)
 	if relation == nil {
-		return nil, fmt.Errorf("dispatched subproblem names %s#%s, which the schema at revision %d does not define", sp.ResourceType, sp.Relation, sp.Revision)
+		return nil, fmt.Errorf("%w: it names %s#%s, which the schema at revision %d does not define", ErrBadSubproblem, sp.ResourceType, sp.Relation, sp.Revision)
 	}
 	var reqCtx map[string]any
 	if len(sp.Context) > 0 {
 		if err := json.Unmarshal(sp.Context, &reqCtx); err != nil {
-			return nil, fmt.Errorf("dispatched caveat context: %w", err)
+			return nil, fmt.Errorf("%w: its caveat context: %w", ErrBadSubproblem, err)
 		}
 	}
 	var st Stats

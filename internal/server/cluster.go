@@ -9,6 +9,9 @@ import (
 	"net"
 	"os"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/tlsconfig"
@@ -83,14 +86,29 @@ func (s *Server) joinCluster() error {
 func (s *Server) answerDispatched(ctx context.Context, sp *engine.Subproblem) (*engine.Answers, error) {
 	r, err := s.store.Reader(ctx, sp.Revision)
 	if err != nil {
-		return nil, err
+		return nil, s.dispatchStatus(err)
 	}
 	r = s.timed(ctx, r)
 	sch, err := s.schemas.atRevision(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, s.dispatchStatus(err)
 	}
 	return s.engine.AnswerDispatched(ctx, sch, r, sp)
+}
+
+// dispatchStatus gives a store's or schema's error the API's code (a revision from the
+// future OutOfRange, an outage Unavailable) and a message of its own, as the API's
+// would speak of the client's zedtoken; an ended context stays as it is, for the
+// dispatch service to tell its caller's cancellation from a joined one's.
+func (s *Server) dispatchStatus(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	code := status.Code(s.status(err))
+	if code == codes.Internal {
+		return status.Error(code, "dispatch: internal error")
+	}
+	return status.Error(code, "dispatch: "+err.Error())
 }
 
 // ClusterAddr returns the bound address of the dispatch service ("" outside a cluster).
