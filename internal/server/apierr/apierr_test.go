@@ -47,6 +47,7 @@ var domainErrors = map[string]error{
 	"store.InvalidUpdateError":      &store.InvalidUpdateError{},
 	"engine.ErrMaxDepth":            engine.ErrMaxDepth,
 	"engine.ErrWildcardSubject":     engine.ErrWildcardSubject,
+	"engine.ErrBadSubproblem":       engine.ErrBadSubproblem,
 	"engine.CaveatEvalError":        &engine.CaveatEvalError{Caveat: "c", Err: errors.New("boom")},
 	"schema.DiagnosticsError":       &schema.DiagnosticsError{Diagnostics: []schema.Diagnostic{{Msg: "bad"}}},
 	"ir.UnknownDefinitionError":     &ir.UnknownDefinitionError{},

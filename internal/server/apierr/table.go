@@ -109,6 +109,9 @@ var domain = []Rule{
 	}},
 	// A permanent answer for this data, so not a code clients retry.
 	{fp, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED, permifyDepth, Is(engine.ErrMaxDepth)},
+	// A peer's dispatch this node refuses (the cluster's dispatch service answers it;
+	// no client request can cause it).
+	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(engine.ErrBadSubproblem)},
 
 	// Store.
 	{codes.AlreadyExists, v1.ErrorReason_ERROR_REASON_ATTEMPT_TO_RECREATE_RELATIONSHIP, Permify{}, As(func(e *store.AlreadyExistsError) map[string]string {
