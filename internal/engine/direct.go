@@ -216,6 +216,7 @@ func (ev *evaluator) caveat(c *rel.Caveat) outcome {
 			}
 		}
 		if len(absent) > 0 {
+			ev.unmet = append(ev.unmet, absent...)
 			return outcome{st: cond, missing: mergeMissing(absent, nil)}
 		}
 	}

@@ -58,6 +58,8 @@ type evaluator struct {
 	// evaluated, the request's evaluation path, to tell a cycle.
 	fga  bool
 	path map[memoKey]bool
+	// unmet collects the parameters conditions lacked (OpenFGA's semantics).
+	unmet []string
 	// tuplesets holds the relationships arrows read, by resource (hops).
 	tuplesets map[tuplesetKey][]edge
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining

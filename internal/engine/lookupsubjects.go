@@ -386,6 +386,9 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 			return err
 		}
 	}
+	if len(ev.unmet) > 0 {
+		return &MissingParamsError{Missing: mergeMissing(ev.unmet, nil)}
+	}
 	return nil
 }
 

@@ -97,21 +97,13 @@ func toStruct(tb testing.TB, m map[string]any) *structpb.Struct {
 	return s
 }
 
-// knownDifferences names the tests whose assertions latch does not all answer as
-// OpenFGA does, and why. Their failures are logged; once one passes whole, the test
-// fails until it is taken off this list.
-var knownDifferences = map[string]string{
-	"relation_through_ttu_with_condition": "ListUsers: OpenFGA fails a list when any condition met on the way lacks a parameter, " +
-		"even where another path grants the user; the engine's LookupSubjects answers from the path that grants",
-}
-
 // TestOpenFGAConformance runs OpenFGA's own conformance suite in-process: per stage,
 // the model is parsed and compiled, its tuples written to a memory store, and every
 // check, list-objects and list-users assertion answered under OpenFGA's semantics;
 // single-stage tests run again with the stage's tuples sent as contextual tuples, as
 // OpenFGA's harness runs them.
 func TestOpenFGAConformance(t *testing.T) {
-	total, failed, known := 0, 0, 0
+	total, failed := 0, 0
 	for _, file := range []string{"consolidated_1_1_tests.yaml", "abac_tests.yaml"} {
 		data, err := os.ReadFile("../../../shared/conformance/openfga/" + file)
 		if err != nil {
@@ -136,30 +128,19 @@ func TestOpenFGAConformance(t *testing.T) {
 					// tuples written under the earlier ones.
 					s := memory.New(memory.Options{})
 					defer s.Close()
-					why, lenient := knownDifferences[test.Name]
-					stageFailed := 0
 					for i, st := range test.Stages {
-						n, f := runStage(t, s, fmt.Sprintf("stage %d", i), st, contextual, lenient)
-						total, stageFailed = total+n, stageFailed+f
-					}
-					switch {
-					case lenient && stageFailed == 0:
-						t.Errorf("known difference no longer differs (%s): take it off knownDifferences", why)
-					case lenient:
-						known += stageFailed
-						t.Logf("%d assertions differ, known: %s", stageFailed, why)
-					default:
-						failed += stageFailed
+						n, f := runStage(t, s, fmt.Sprintf("stage %d", i), st, contextual)
+						total, failed = total+n, failed+f
 					}
 				})
 			}
 		}
 	}
-	t.Logf("OpenFGA conformance: %d of %d assertions pass (%d known differences)", total-failed-known, total, known)
+	t.Logf("OpenFGA conformance: %d of %d assertions pass", total-failed, total)
 }
 
 // runStage answers one stage's assertions and returns how many there were and failed.
-func runStage(t *testing.T, s store.Store, name string, st stageYAML, contextual, lenient bool) (total, failed int) {
+func runStage(t *testing.T, s store.Store, name string, st stageYAML, contextual bool) (total, failed int) {
 	ctx := context.Background()
 	pm, probs := ParseDSL(st.Model)
 	if len(probs) > 0 {
@@ -208,11 +189,7 @@ func runStage(t *testing.T, s store.Store, name string, st stageYAML, contextual
 	}
 	fail := func(format string, args ...any) {
 		failed++
-		if lenient {
-			t.Logf(name+": "+format, args...)
-		} else {
-			t.Errorf(name+": "+format, args...)
-		}
+		t.Errorf(name+": "+format, args...)
 	}
 	for _, a := range st.CheckAssertions {
 		total++

@@ -15,7 +15,7 @@ import (
 // ListObjects answers OpenFGA's ListObjects with e (an engine with OpenFGA's
 // semantics) on r (from m.Reader): the ids of the objects of req.ResourceType on
 // which req.Subject has req.Permission, sorted. A result that depends on condition
-// parameters the request lacks is an ErrMissingParams.
+// parameters the request lacks is an engine.MissingParamsError.
 //
 // The engine's lookup follows the data forwards and fails on a cycle in it, which
 // OpenFGA resolves; then every object of the type in the store is checked instead,
@@ -202,5 +202,5 @@ func user(f *openfgav1.UserTypeFilter, id string) *openfgav1.User {
 
 func missingError(missing []string) error {
 	slices.Sort(missing)
-	return &ErrMissingParams{Missing: slices.Compact(missing)}
+	return &engine.MissingParamsError{Missing: slices.Compact(missing)}
 }
