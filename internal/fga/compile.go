@@ -71,9 +71,15 @@ func Compile(m *openfgav1.AuthorizationModel) (*Model, []Problem) {
 	entry := c.entrypoints()
 	for i, td := range m.GetTypeDefinitions() {
 		for _, r := range sortedKeys(td.GetRelations()) {
-			if !entry[[2]string{td.GetType(), r}] {
+			k := [2]string{td.GetType(), r}
+			switch {
+			case c.broken[k]:
+			case !entry[k]:
 				c.add(fmt.Sprintf("type_definitions[%d].relations.%s", i, r),
 					"relation %s#%s has no entrypoint: no tuple can ever grant it (it is defined in terms of itself)", td.GetType(), r)
+			case c.computedCycle(td, r, td.GetRelations()[r], map[string]bool{r: true}):
+				c.add(fmt.Sprintf("type_definitions[%d].relations.%s", i, r),
+					"relation %s#%s is defined in terms of itself through computed relations (a cycle)", td.GetType(), r)
 			}
 		}
 	}
@@ -380,6 +386,33 @@ func (c *compiler) rewriteEntry(typ, r string, u *openfgav1.Userset, has map[[2]
 		return !slices.ContainsFunc(x.Intersection.GetChild(), func(ch *openfgav1.Userset) bool { return !c.rewriteEntry(typ, r, ch, has) })
 	case *openfgav1.Userset_Difference:
 		return c.rewriteEntry(typ, r, x.Difference.GetBase(), has)
+	}
+	return false
+}
+
+// computedCycle reports whether rewrite u leads back to a relation of path (on td)
+// through computed relations alone, as OpenFGA refuses: `define a: [user] or b`,
+// `define b: a`. Directly assigned tuples and `x from y` end a path.
+func (c *compiler) computedCycle(td *openfgav1.TypeDefinition, r string, u *openfgav1.Userset, path map[string]bool) bool {
+	switch x := u.GetUserset().(type) {
+	case *openfgav1.Userset_ComputedUserset:
+		next := x.ComputedUserset.GetRelation()
+		if path[next] {
+			return true
+		}
+		rw, ok := td.GetRelations()[next]
+		if !ok {
+			return false
+		}
+		path[next] = true
+		defer delete(path, next)
+		return c.computedCycle(td, next, rw, path)
+	case *openfgav1.Userset_Union:
+		return slices.ContainsFunc(x.Union.GetChild(), func(ch *openfgav1.Userset) bool { return c.computedCycle(td, r, ch, path) })
+	case *openfgav1.Userset_Intersection:
+		return slices.ContainsFunc(x.Intersection.GetChild(), func(ch *openfgav1.Userset) bool { return c.computedCycle(td, r, ch, path) })
+	case *openfgav1.Userset_Difference:
+		return c.computedCycle(td, r, x.Difference.GetBase(), path) || c.computedCycle(td, r, x.Difference.GetSubtract(), path)
 	}
 	return false
 }

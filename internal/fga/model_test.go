@@ -152,3 +152,14 @@ func TestRelationDefinedByItselfHasNoEntrypoint(t *testing.T) {
 		t.Fatalf("want doc#e refused for having no entrypoint, got %v", probs)
 	}
 }
+
+func TestComputedCyclesAreRefused(t *testing.T) {
+	_, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user] or editor\n    define editor: viewer\n")
+	if len(probs) != 2 || !strings.Contains(probs[0].Msg, "a cycle") || probs[0].Line != 7 || probs[1].Line != 6 {
+		t.Errorf("want doc#editor and doc#viewer refused as a cycle, got %v", probs)
+	}
+	// Through tuples a relation may name itself.
+	if _, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype folder\n  relations\n    define parent: [folder]\n    define viewer: [user, folder#viewer] or viewer from parent\n"); len(probs) > 0 {
+		t.Errorf("a recursive relation through tuples is refused: %v", probs)
+	}
+}
