@@ -156,15 +156,12 @@ func usersOf(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, ob
 	return out, nil
 }
 
-// usersByChecks checks, for one filter, the wildcard (of a plain type) and every
-// object of the type that some tuple names.
+// usersByChecks checks, for one filter, every user the tuples reachable from object
+// name (usersReached).
 func usersByChecks(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, object rel.ObjectRef, relation string, f *openfgav1.UserTypeFilter, reqCtx map[string]any) ([]string, error) {
-	cands, err := objectsOf(ctx, r, f.GetType())
+	cands, err := usersReached(ctx, r, object, f)
 	if err != nil {
 		return nil, err
-	}
-	if f.GetRelation() == "" {
-		cands = append(cands, rel.Wildcard)
 	}
 	checks := make([]engine.CheckRequest, len(cands))
 	for i, id := range cands {
@@ -187,6 +184,43 @@ func usersByChecks(ctx context.Context, e *engine.Engine, m *Model, r store.Read
 		}
 	}
 	return out, nil
+}
+
+// usersReached returns the ids of the users of filter f that can have a relation
+// on object: following every tuple from object to its user's object, for a plain
+// type the users of that type the tuples name (its wildcard among them), for a
+// subject set every object of its type reached (a subject set has its relation on
+// its own object).
+func usersReached(ctx context.Context, r store.Reader, object rel.ObjectRef, f *openfgav1.UserTypeFilter) ([]string, error) {
+	var ids []string
+	set := f.GetRelation() != ""
+	if set && object.Type == f.GetType() {
+		ids = append(ids, object.ID)
+	}
+	seen := map[rel.ObjectRef]bool{object: true}
+	queue := []rel.ObjectRef{object}
+	for len(queue) > 0 {
+		o := queue[0]
+		queue = queue[1:]
+		for item, err := range r.Query(ctx, store.Filter{ResourceType: o.Type, ResourceIDs: []string{o.ID}}, store.QueryOptions{}) {
+			if err != nil {
+				return nil, err
+			}
+			s := item.Relationship.Subject
+			if !set && s.Object.Type == f.GetType() && s.Relation == "" {
+				ids = append(ids, s.Object.ID)
+			}
+			if s.Object.ID != rel.Wildcard && !seen[s.Object] {
+				seen[s.Object] = true
+				queue = append(queue, s.Object)
+				if set && s.Object.Type == f.GetType() {
+					ids = append(ids, s.Object.ID)
+				}
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // user is one ListUsers answer of filter f.
