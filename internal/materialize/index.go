@@ -260,6 +260,46 @@ func (x *Index) View(ctx context.Context, rev store.Revision, subject rel.Subjec
 	return v.member
 }
 
+// Sets returns the ids of the objects whose relation r holds subject at rev,
+// directly or through nested sets, as a lookup's walk back would find them, each with
+// the fewest set edges between it and a set holding the subject directly; or false
+// when the index cannot say so exactly: when it cannot read rev (see View), or when
+// any relationship of the indexed relations is caveated or expiring at rev, or names
+// a subject set the index does not hold (a walk back would cross it, the index cannot).
+// The subject itself is not among them unless a cycle leads back to it.
+func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) (ids []string, hops []uint8, known bool) {
+	st := x.cur.Load()
+	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
+		return nil, nil, false
+	}
+	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
+		x.fallbacks.Add(1)
+		return nil, nil, false
+	}
+	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+		x.fallbacks.Add(1)
+		return nil, nil, false
+	}
+	v := st.view(rev, subject)
+	if v == nil {
+		x.fallbacks.Add(1)
+		return nil, nil, false
+	}
+	prefix, suffix := r.Def.Name+":", "#"+r.Name
+	ids, hops = make([]string, 0, len(v.reach)), make([]uint8, 0, len(v.reach))
+	st.mu.RLock()
+	for set, d := range v.reach {
+		name := st.names.name(set)
+		if len(name) > len(prefix)+len(suffix) && string(name[:len(prefix)]) == prefix && string(name[len(name)-len(suffix):]) == suffix {
+			ids = append(ids, string(name[len(prefix):len(name)-len(suffix)]))
+			hops = append(hops, d)
+		}
+	}
+	st.mu.RUnlock()
+	x.answers.Add(1)
+	return ids, hops, true
+}
+
 // reached waits, at most wait, for the index to have applied rev.
 func (st *state) reached(ctx context.Context, rev store.Revision, wait time.Duration) bool {
 	if st.applied.Load() >= uint64(rev) {

@@ -111,6 +111,10 @@ type state struct {
 
 	bytes   atomic.Int64 // the memory the index holds
 	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
+	// tainted says whether any relationship of the indexed relations is conditional
+	// or expiring: while none is, a subject's sets are exactly its parents and their
+	// ancestors, which a lookup can take whole.
+	tainted chain[bool]
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // guarded by wakeMu; closed and replaced when applied advances
@@ -303,6 +307,10 @@ func (st *state) finish(rev store.Revision) error {
 	}
 	st.summarize(st.closure(st.ups, false), rev)
 	st.downs, st.ups = nil, nil
+	if t, _ := st.tainted.current(); t != (len(st.conds) > 0) {
+		delta, _ := st.tainted.push(rev, !t, false, boolBytes)
+		st.bytes.Add(delta)
+	}
 	sb := st.scratch.bytes()
 	st.bytes.Add(sb - st.scratchBytes)
 	st.scratchBytes = sb
@@ -553,6 +561,7 @@ func (st *state) prune(horizon store.Revision) {
 		}
 	}
 	st.queue = append(st.queue[:0], st.queue[i:]...)
+	st.bytes.Add(-st.tainted.prune(horizon, boolBytes))
 }
 
 // merge returns the sorted union of cur and add less del, in a new slice (cur is a

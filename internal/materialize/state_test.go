@@ -29,6 +29,9 @@ func dump(st *state, rev store.Revision) map[string]string {
 		slices.Sort(s)
 		return s
 	}
+	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+		out["(tainted)"] = fmt.Sprintf("%v %v", tainted, ok)
+	}
 	for id := range uint32(st.names.len()) {
 		n := st.node(id)
 		ps, ok1 := n.parents.at(rev)
