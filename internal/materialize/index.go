@@ -194,16 +194,18 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 	}
 	slices.SortFunc(keys, func(a, b relKey) int { return cmpKey(a, b) })
 	edges := 0
+	var ld loader
 	for _, k := range keys {
 		f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
 		for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
 			if err != nil {
 				return nil, fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, rev, err)
 			}
-			st.change(&item.Relationship, false)
+			st.load(&ld, &item.Relationship)
 			edges++
 		}
 	}
+	st.place(&ld, rev)
 	if err := st.finish(rev); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -179,12 +180,13 @@ func (st *state) lookup(name []byte) (uint32, *node) {
 
 // intern returns the id of name, adding a node (a set when set) when it is new.
 func (st *state) intern(name []byte, set bool) uint32 {
-	if id, ok := st.names.lookup(name); ok {
+	id, hash, ok := st.names.find(name)
+	if ok {
 		return id
 	}
 	st.mu.Lock()
 	before := st.names.bytes()
-	id, _ := st.names.intern(name)
+	id = st.names.add(name, hash)
 	if int(id>>chunkBits) >= len(st.chunks) {
 		st.chunks = append(st.chunks, make([]node, chunkSize))
 		st.bytes.Add(sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize))
@@ -216,6 +218,65 @@ func (st *state) change(x *rel.Relationship, del bool) {
 	}
 	st.account(k, isSet, old, -1)
 	st.account(k, isSet, c, +1)
+}
+
+// loader is what a build gathers before it places the unconditional relationships
+// at once: each subject's sets, sorted once, instead of merged in one at a time.
+type loader struct {
+	parents  []uint64 // subject<<32 | set
+	children []uint64 // set<<32 | subject set
+	set      uint32   // the id of the set named last
+	setName  []byte
+}
+
+// load adds relationship x of an indexed relation to a state being built, which holds
+// nothing of it yet: a conditional or expiring one at once, an unconditional one in
+// ld until place.
+func (st *state) load(ld *loader, x *rel.Relationship) {
+	c, isSet := st.plan.classify(x)
+	st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
+	if len(ld.setName) == 0 || !bytes.Equal(st.buf, ld.setName) {
+		// A set's relationships come one after another: its name is looked up once.
+		ld.set, ld.setName = st.intern(st.buf, true), append(ld.setName[:0], st.buf...)
+	}
+	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
+	k := pair{ld.set, st.intern(st.buf, isSet)}
+	if c != member {
+		st.account(k, isSet, c, +1)
+		return
+	}
+	ld.parents = append(ld.parents, uint64(k.subject)<<32|uint64(k.set))
+	if isSet {
+		ld.children = append(ld.children, uint64(k.set)<<32|uint64(k.subject))
+	}
+}
+
+// place writes the subjects' parents and the sets' children ld gathered, from rev,
+// and marks the sets whose ancestors and summaries finish computes.
+func (st *state) place(ld *loader, rev store.Revision) {
+	runs := func(pairs []uint64, each func(key uint32, vals []uint32)) {
+		slices.Sort(pairs)
+		for i := 0; i < len(pairs); {
+			key := uint32(pairs[i] >> 32)
+			j := i
+			for j < len(pairs) && uint32(pairs[j]>>32) == key {
+				j++
+			}
+			vals := make([]uint32, j-i)
+			for k := range vals {
+				vals[k] = uint32(pairs[i+k])
+			}
+			each(key, vals)
+			i = j
+		}
+	}
+	runs(ld.parents, func(id uint32, sets []uint32) { st.pushParents(id, st.node(id), sets, rev) })
+	runs(ld.children, func(id uint32, children []uint32) {
+		st.node(id).children = children
+		st.bytes.Add(ids32Bytes(children))
+		st.ups = append(st.ups, id)
+		st.downs = append(st.downs, children...)
+	})
 }
 
 // holds reports whether k's subject has k's set among its parents (before this
