@@ -195,15 +195,21 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 	slices.SortFunc(keys, func(a, b relKey) int { return cmpKey(a, b) })
 	edges := 0
 	var ld loader
-	for _, k := range keys {
-		f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
-		for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
-			if err != nil {
-				return nil, fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, rev, err)
-			}
-			st.load(&ld, &item.Relationship)
-			edges++
+	batches, done := readBatches(ctx, r, keys)
+	defer done()
+	for b := range batches {
+		if b.err != nil {
+			return nil, b.err
 		}
+		for i := range b.rels {
+			st.load(&ld, &b.rels[i])
+		}
+		edges += len(b.rels)
+		b.free()
+	}
+	if err := ctx.Err(); err != nil {
+		// The reads stopped short without a word.
+		return nil, err
 	}
 	st.place(&ld, rev)
 	if err := st.finish(rev); err != nil {
@@ -217,6 +223,76 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 			"took", took, "edges_per_second", int64(float64(edges)/max(took.Seconds(), 1e-9)))
 	}
 	return st, nil
+}
+
+// readBatch is how many relationships a build reads before it indexes them.
+const readBatch = 4096
+
+// batch is a run of relationships a build read, or the error that ended its reads;
+// free gives its array back for the next.
+type batch struct {
+	rels []rel.Relationship
+	err  error
+	free func()
+}
+
+// readBatches reads every relationship of the relations keys at r, in a goroutine of
+// its own so that reading the store and indexing what it read overlap, and sends them
+// a batch at a time. done stops the reads and waits for them to end.
+func readBatches(ctx context.Context, r store.Reader, keys []relKey) (<-chan batch, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan batch, 2)
+	spare := make(chan []rel.Relationship, 3)
+	go func() {
+		defer close(out)
+		send := func(b batch) bool {
+			select {
+			case out <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		buf := make([]rel.Relationship, 0, readBatch)
+		full := func() bool {
+			rels := buf
+			if !send(batch{rels: rels, free: func() {
+				select {
+				case spare <- rels[:0]:
+				default:
+				}
+			}}) {
+				return false
+			}
+			select {
+			case buf = <-spare:
+			default:
+				buf = make([]rel.Relationship, 0, readBatch)
+			}
+			return true
+		}
+		for _, k := range keys {
+			f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
+			for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
+				if err != nil {
+					send(batch{err: fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, r.Revision(), err)})
+					return
+				}
+				buf = append(buf, item.Relationship)
+				if len(buf) == readBatch && !full() {
+					return
+				}
+			}
+		}
+		if len(buf) > 0 {
+			full()
+		}
+	}()
+	return out, func() {
+		cancel()
+		for range out {
+		}
+	}
 }
 
 func cmpKey(a, b relKey) int {

@@ -1,7 +1,6 @@
 package materialize
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -225,8 +224,11 @@ func (st *state) change(x *rel.Relationship, del bool) {
 type loader struct {
 	parents  []uint64 // subject<<32 | set
 	children []uint64 // set<<32 | subject set
-	set      uint32   // the id of the set named last
-	setName  []byte
+	// res#relation is the set of the relationship loaded last (when named), set its id.
+	res      rel.ObjectRef
+	relation string
+	set      uint32
+	named    bool
 }
 
 // load adds relationship x of an indexed relation to a state being built, which holds
@@ -234,10 +236,11 @@ type loader struct {
 // ld until place.
 func (st *state) load(ld *loader, x *rel.Relationship) {
 	c, isSet := st.plan.classify(x)
-	st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
-	if len(ld.setName) == 0 || !bytes.Equal(st.buf, ld.setName) {
+	if !ld.named || x.Resource != ld.res || x.Relation != ld.relation {
 		// A set's relationships come one after another: its name is looked up once.
-		ld.set, ld.setName = st.intern(st.buf, true), append(ld.setName[:0], st.buf...)
+		st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
+		ld.set, ld.named = st.intern(st.buf, true), true
+		ld.res, ld.relation = x.Resource, x.Relation
 	}
 	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
 	k := pair{ld.set, st.intern(st.buf, isSet)}

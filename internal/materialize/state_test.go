@@ -142,3 +142,53 @@ func lines(m map[string]string) string {
 	}
 	return b.String()
 }
+
+// TestBuildStoppedFails: a build whose context ends while it reads the store fails
+// with the context's error, never with an index of what it read before.
+func TestBuildStoppedFails(t *testing.T) {
+	s, err := schema.Compile(nestedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, rev, _ := nestedGroups(t, 3, 4, 3, 20000)
+	defer ms.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	x := New(Config{Store: &stoppingStore{Store: ms, after: 5000, stop: cancel}, Retain: time.Hour})
+	if st, err := x.build(ctx, planFor(s), rev); err == nil || st != nil {
+		t.Fatalf("a build whose context ended returned %v, %v", st, err)
+	}
+	st, err := x.build(context.Background(), planFor(s), rev)
+	if err != nil || st.entries.Load() == 0 {
+		t.Fatalf("build: %v, %d entries", err, st.entries.Load())
+	}
+}
+
+// stoppingStore calls stop once its readers have yielded after relationships.
+type stoppingStore struct {
+	store.Store
+	after int
+	stop  func()
+}
+
+func (s *stoppingStore) Reader(ctx context.Context, rev store.Revision) (store.Reader, error) {
+	r, err := s.Store.Reader(ctx, rev)
+	return &stoppingReader{Reader: r, s: s}, err
+}
+
+type stoppingReader struct {
+	store.Reader
+	s *stoppingStore
+}
+
+func (r *stoppingReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
+	return func(yield func(store.Item, error) bool) {
+		for item, err := range r.Reader.Query(ctx, f, opts) {
+			if r.s.after--; r.s.after == 0 {
+				r.s.stop()
+			}
+			if !yield(item, err) {
+				return
+			}
+		}
+	}
+}
