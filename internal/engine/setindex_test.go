@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -275,8 +276,8 @@ func sameBulk(a, b engine.BulkResult) bool {
 func TestLookupsAgreeWithIndex(t *testing.T) {
 	const schemas, lookups = 100, 6
 	ctx := context.Background()
-	indexed := 0
-	var answered int64
+	indexed, indexedSubjects := 0, 0
+	var answered, children int64
 	for seed := range uint64(schemas) {
 		opts := enginetest.Options{}
 		if seed%2 == 0 {
@@ -357,18 +358,30 @@ func TestLookupsAgreeWithIndex(t *testing.T) {
 			indexed++
 			answered += x.answered.Load()
 		}
+		if x.children.Load() > 0 {
+			indexedSubjects++
+			children += x.children.Load()
+		}
 		is.stop()
 	}
-	if indexed < schemas/5 {
-		t.Fatalf("the index answered lookups in only %d of %d schemas; the generator needs more nested sets", indexed, schemas)
+	if indexed < schemas/5 || indexedSubjects < schemas/5 {
+		t.Fatalf("the index answered LookupResources in only %d of %d schemas, LookupSubjects in %d; the generator needs more nested sets", indexed, schemas, indexedSubjects)
 	}
-	t.Logf("the index answered %d walks back of lookups in %d schemas", answered, indexed)
+	t.Logf("the index answered %d walks back of LookupResources in %d schemas, %d reads of subject sets of LookupSubjects in %d", answered, indexed, children, indexedSubjects)
 }
 
-// setsCounter counts the sets an index answered for lookups' walks back.
+// setsCounter counts the lookups' walks through nested sets an index answered.
 type setsCounter struct {
 	engine.SetIndex
-	answered atomic.Int64
+	answered, children atomic.Int64
+}
+
+func (c *setsCounter) Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, bool) {
+	ids, known := c.SetIndex.Children(ctx, rev, r, id)
+	if known {
+		c.children.Add(1)
+	}
+	return ids, known
 }
 
 func (c *setsCounter) Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) ([]string, []uint8, bool) {
@@ -423,10 +436,10 @@ func lookupSubjectLines(ctx context.Context, e *engine.Engine, s *ir.Schema, r s
 	return append(out, fmt.Sprintf("end: %v", err))
 }
 
-// TestLookupThroughLongChainsAgreesWithIndex: a lookup through a chain of nested
-// groups about as long as the rounds a lookup's fixpoint may take yields the same
-// results, in the same order, and fails with the same error, with the index on or
-// off.
+// TestLookupThroughLongChainsAgreesWithIndex: LookupResources and LookupSubjects
+// through chains of nested groups about as long as the rounds of a LookupResources
+// fixpoint and the depth limit yield the same results, in the same order, and fail
+// with the same error, with the index on or off.
 func TestLookupThroughLongChainsAgreesWithIndex(t *testing.T) {
 	ctx := context.Background()
 	s, err := schema.Compile(`definition user {}
@@ -481,7 +494,17 @@ definition doc {
 				outcomes[want.err == engine.ErrMaxDepth.Error()]++
 			}
 		}
-		if x.answered.Load() == 0 {
+		for _, top := range []string{fmt.Sprint("g", n), fmt.Sprint("g", n/2), "g3"} {
+			for _, st := range []rel.SubjectRef{{Object: rel.ObjectRef{Type: "user"}}, {Object: rel.ObjectRef{Type: "group"}, Relation: "member"}} {
+				req := engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "group", ID: top}, Permission: "member", SubjectType: st.Object.Type, SubjectRelation: st.Relation}
+				want := lookupSubjectLines(ctx, off, s, reader, req)
+				if got := lookupSubjectLines(ctx, on, s, reader, req); !slices.Equal(got, want) {
+					t.Fatalf("chain of %d, LookupSubjects %v: index on %v, off %v", n, req, got, want)
+				}
+				outcomes[strings.HasSuffix(want[len(want)-1], engine.ErrMaxDepth.Error())]++
+			}
+		}
+		if x.answered.Load() == 0 || x.children.Load() == 0 {
 			t.Fatalf("chain of %d: the index answered no lookup", n)
 		}
 		is.stop()

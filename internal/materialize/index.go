@@ -11,6 +11,7 @@
 package materialize
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -363,19 +364,76 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 		x.fallbacks.Add(1)
 		return nil, nil, false
 	}
-	prefix, suffix := r.Def.Name+":", "#"+r.Name
 	ids, hops = make([]string, 0, len(v.reach)), make([]uint8, 0, len(v.reach))
 	st.mu.RLock()
 	for set, d := range v.reach {
-		name := st.names.name(set)
-		if len(name) > len(prefix)+len(suffix) && string(name[:len(prefix)]) == prefix && string(name[len(name)-len(suffix):]) == suffix {
-			ids = append(ids, string(name[len(prefix):len(name)-len(suffix)]))
+		if id, ok := idIn(st.names.name(set), r); ok {
+			ids = append(ids, id)
 			hops = append(hops, d)
 		}
 	}
 	st.mu.RUnlock()
 	x.answers.Add(1)
 	return ids, hops, true
+}
+
+// Children returns the ids of the sets of relation r that set r.Def:id#r holds at
+// rev, as a lookup's read of its subject sets would find them (each unconditional), in
+// id order; or false when the index cannot say so exactly (see Sets). Only a relation
+// whose subject sets are all of itself is asked: its children are all of it.
+func (x *Index) Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, bool) {
+	st := x.cur.Load()
+	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
+		return nil, false
+	}
+	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
+		x.fallbacks.Add(1)
+		return nil, false
+	}
+	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+		x.fallbacks.Add(1)
+		return nil, false
+	}
+	name := setName(nil, r.Def.Name, id, r.Name)
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	_, n := st.lookup(name)
+	if n == nil {
+		x.answers.Add(1)
+		return nil, true
+	}
+	cs, ok := n.children.at(rev)
+	if !ok {
+		x.fallbacks.Add(1)
+		return nil, false
+	}
+	ids := make([]string, 0, len(cs))
+	for _, c := range cs {
+		id, ok := idIn(st.names.name(c), r)
+		if !ok {
+			// A set of another relation: the index cannot say what the read would.
+			x.fallbacks.Add(1)
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	x.answers.Add(1)
+	return ids, true
+}
+
+// idIn returns the object id of set name ("type:id#relation") when it is a set of
+// relation r.
+func idIn(name []byte, r *ir.Relation) (string, bool) {
+	typ, rest, ok := bytes.Cut(name, []byte{':'})
+	if !ok || string(typ) != r.Def.Name {
+		return "", false
+	}
+	id, relation, ok := bytes.Cut(rest, []byte{'#'})
+	if !ok || len(id) == 0 || string(relation) != r.Name {
+		return "", false
+	}
+	return string(id), true
 }
 
 // reached waits, at most wait, for the index to have applied rev.

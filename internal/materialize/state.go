@@ -40,10 +40,12 @@ type node struct {
 	// set<<8 | the fewest hops from it (capped at 255), sorted by set.
 	anc chain[[]uint64]
 	sum chain[summary]
+	// children are the sets this set holds through an unconditional relationship,
+	// sorted: the set graph's edges downwards.
+	children chain[[]uint32]
 
 	// Writer only.
-	children  []uint32 // the sets this set holds unconditionally, sorted
-	cond, exp int32    // its conditional and expiring relationships
+	cond, exp int32 // its conditional and expiring relationships
 
 	// Written before a reader can find the node (under the state's lock).
 	set bool
@@ -80,6 +82,7 @@ const (
 	slotParents slotKind = iota
 	slotAnc
 	slotSum
+	slotChildren
 )
 
 type pruneItem struct {
@@ -275,8 +278,7 @@ func (st *state) place(ld *loader, rev store.Revision) {
 	}
 	runs(ld.parents, func(id uint32, sets []uint32) { st.pushParents(id, st.node(id), sets, rev) })
 	runs(ld.children, func(id uint32, children []uint32) {
-		st.node(id).children = children
-		st.bytes.Add(ids32Bytes(children))
+		st.pushChildren(id, st.node(id), children, rev)
 		st.ups = append(st.ups, id)
 		st.downs = append(st.downs, children...)
 	})
@@ -355,9 +357,8 @@ func (st *state) finish(rev store.Revision) error {
 			st.pushParents(id, n, merge(cur, d.addParents, d.delParents), rev)
 		}
 		if len(d.addChildren)+len(d.delChildren) > 0 {
-			before := ids32Bytes(n.children)
-			n.children = merge(n.children, d.addChildren, d.delChildren)
-			st.bytes.Add(ids32Bytes(n.children) - before)
+			cur, _ := n.children.current()
+			st.pushChildren(id, n, merge(cur, d.addChildren, d.delChildren), rev)
 		}
 	}
 	if len(st.pending) > keptPending {
@@ -399,6 +400,15 @@ func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision
 	st.grow(delta, !n.set)
 	if superseded {
 		st.queue = append(st.queue, pruneItem{rev, id, slotParents})
+	}
+}
+
+// pushChildren makes cs set id's children from rev.
+func (st *state) pushChildren(id uint32, n *node, cs []uint32, rev store.Revision) {
+	delta, superseded := n.children.push(rev, cs, false, ids32Bytes)
+	st.bytes.Add(delta)
+	if superseded {
+		st.queue = append(st.queue, pruneItem{rev, id, slotChildren})
 	}
 }
 
@@ -498,7 +508,7 @@ func (st *state) closure(start []uint32, down bool) []uint32 {
 	}
 	for i := 0; i < len(out); i++ {
 		n := st.node(out[i])
-		next := n.children
+		next, _ := n.children.current()
 		if !down {
 			next, _ = n.parents.current()
 		}
@@ -538,7 +548,8 @@ func (st *state) summarize(region []uint32, rev store.Revision) {
 		}
 		sc.state[id] = onStack
 		s := summary{taint: n.selfTaint()}
-		for _, c := range n.children {
+		children, _ := n.children.current()
+		for _, c := range children {
 			cs := visit(c)
 			h := cs.height
 			if h < inf-1 {
@@ -620,6 +631,8 @@ func (st *state) prune(horizon store.Revision) {
 			st.grow(-n.parents.prune(horizon, ids32Bytes), !n.set)
 		case slotAnc:
 			st.grow(-n.anc.prune(horizon, ids64Bytes), true)
+		case slotChildren:
+			st.bytes.Add(-n.children.prune(horizon, ids32Bytes))
 		default:
 			st.bytes.Add(-n.sum.prune(horizon, summaryBytes))
 		}

@@ -37,7 +37,8 @@ func dump(st *state, rev store.Revision) map[string]string {
 		ps, ok1 := n.parents.at(rev)
 		anc, ok2 := n.anc.at(rev)
 		sum, ok3 := n.sum.at(rev)
-		if !ok1 || !ok2 || !ok3 {
+		cs, ok4 := n.children.at(rev)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			out[string(st.names.name(id))] = "unknown"
 			continue
 		}
@@ -46,10 +47,10 @@ func dump(st *state, rev store.Revision) map[string]string {
 			a = append(a, fmt.Sprintf("%s/%d", st.names.name(uint32(e>>8)), uint8(e)))
 		}
 		slices.Sort(a)
-		if len(ps) == 0 && len(a) == 0 && sum == (summary{}) {
+		if len(ps) == 0 && len(a) == 0 && len(cs) == 0 && sum == (summary{}) {
 			continue
 		}
-		out[string(st.names.name(id))] = fmt.Sprintf("parents %v ancestors %v height %d taint %d", names(ps), a, sum.height, sum.taint)
+		out[string(st.names.name(id))] = fmt.Sprintf("parents %v ancestors %v children %v height %d taint %d", names(ps), a, names(cs), sum.height, sum.taint)
 	}
 	return out
 }
