@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -138,10 +139,11 @@ func benchmarkChecks(b *testing.B, f socialFixture, items []engine.CheckRequest)
 	b.ReportMetric(float64(f.rels), "rels")
 }
 
-// reportCPU starts counting the process's CPU time; the function it returns reports
-// it per op (cpu-ns/op), which a machine loaded by other work disturbs far less than
-// the time.
+// reportCPU collects the garbage of what ran before, then starts counting the
+// process's CPU time; the function it returns reports it per op (cpu-ns/op), which a
+// machine loaded by other work disturbs far less than the time.
 func reportCPU(b *testing.B) func() {
+	runtime.GC()
 	before := processCPU()
 	return func() { b.ReportMetric(float64(processCPU()-before)/float64(b.N), "cpu-ns/op") }
 }
