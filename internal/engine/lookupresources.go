@@ -479,6 +479,9 @@ func newReverseLookup(e *Engine, ev *evaluator, r store.Reader) *reverseLookup {
 }
 
 func (l *reverseLookup) relation(ctx context.Context, r *ir.Relation) (results, error) {
+	if levels, ok := l.ev.indexedSets(ctx, r); ok {
+		return l.indexedRelation(ctx, r, levels)
+	}
 	return l.sets.get(ctx, r, func() (results, error) {
 		var res results
 		var err error
@@ -496,6 +499,46 @@ func (l *reverseLookup) relation(ctx context.Context, r *ir.Relation) (results, 
 		}
 		return res, err
 	}, func(v results) error { return l.emit(r, v) })
+}
+
+// indexedRelation is relation for a relation the index answers: the subject's sets
+// and their ancestors at once, with no walk. It yields what the walk back would, as
+// it would: round i of its fixpoint adds the sets i set edges above those holding the
+// subject directly (the subject set itself in the first), and the lookup gives up
+// with ErrMaxDepth after the same number of rounds.
+func (l *reverseLookup) indexedRelation(ctx context.Context, r *ir.Relation, levels [][]string) (results, error) {
+	all := results{}
+	for _, ids := range levels {
+		for _, id := range ids {
+			all.put(id, outHas)
+		}
+	}
+	if subj := l.ev.subject; l.ev.isSubject(r, subj.Object.ID) {
+		all.put(subj.Object.ID, outHas)
+		if len(levels) == 0 {
+			levels = [][]string{nil}
+		}
+		levels[0] = append(levels[0], subj.Object.ID)
+	}
+	rounds := func(v results) error {
+		so := results{}
+		for i, ids := range levels {
+			if i == maxFixpointRounds {
+				return ErrMaxDepth
+			}
+			for _, id := range ids {
+				so.put(id, outHas)
+			}
+			if err := l.emit(r, so); err != nil {
+				return err
+			}
+		}
+		if len(levels) >= maxFixpointRounds {
+			return ErrMaxDepth
+		}
+		return nil
+	}
+	return l.sets.get(ctx, r, func() (results, error) { return all, nil }, rounds)
 }
 
 // mergeOr ORs src into dst and reports whether dst changed.

@@ -252,6 +252,17 @@ func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, 
 	}
 	slices.Sort(types)
 	var subs []*planNode
+	if ids, ok := p.ev.indexedChildren(ctx, r, id); ok {
+		// The subject sets from the index, in the order the read would give them.
+		for _, c := range ids {
+			sub, err := p.relation(ctx, r, c, depth-1)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, sub)
+		}
+		types = nil
+	}
 	for _, t := range slices.Compact(types) {
 		f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: []string{id}, Relation: r.Name, Subject: &store.SubjectFilter{Type: t}}
 		for item, err := range p.r.Query(ctx, f, store.QueryOptions{}) {
@@ -351,6 +362,7 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 	}
 	ev := newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{})
 	ev.fga = e.sem == OpenFGA
+	ev.index = e.index
 	p := &subjectPlanner{ev: ev, s: s, r: r, typ: req.SubjectType, subjRel: req.SubjectRelation, nodes: newDepthMemo[*planNode]()}
 	plan, err := p.relation(ctx, target, req.Resource.ID, e.maxDepth)
 	if err != nil {

@@ -19,6 +19,16 @@ type SetIndex interface {
 	// View returns what the index knows of subject's sets at rev, or nil when it
 	// cannot answer at rev.
 	View(ctx context.Context, rev store.Revision, subject rel.SubjectRef) SetView
+	// Sets returns the ids of the objects whose relation r holds subject at rev,
+	// directly or through nested sets, exactly as a lookup's walk back would find them
+	// (each granted, none conditional), each with the fewest set edges between it and
+	// a set holding the subject directly; or false when the index cannot say so.
+	Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) (ids []string, hops []uint8, known bool)
+	// Children returns, in id order, the ids of the sets of relation r (whose subject
+	// sets are all of r) that r on id holds at rev, exactly as a read of its subject
+	// sets would find them (none caveated or expiring), or false when the index cannot
+	// say so.
+	Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) (ids []string, known bool)
 }
 
 // SetView is a SetIndex's answers for one subject at one revision, used by one
@@ -44,4 +54,51 @@ func (ev *evaluator) indexed(ctx context.Context, r *ir.Relation, id string, dep
 		return outHas, known
 	}
 	return outNo, known
+}
+
+// nestsOnlyItself reports whether r is a relation the index may answer a lookup's walk
+// through: indexed, and naming no subject set but its own.
+func (ev *evaluator) nestsOnlyItself(r *ir.Relation) bool {
+	if ev.index == nil || r.IsPermission() || !ev.index.Indexes(r) {
+		return false
+	}
+	for _, a := range r.Allowed {
+		if a.Relation != "" && !a.Wildcard && a.Rel != r {
+			return false
+		}
+	}
+	return true
+}
+
+// indexedChildren returns, when the engine's index can say, the ids of the sets of r
+// that r on id holds (r nesting only itself), in id order: what a subject lookup's
+// read of r's subject sets on id finds, each unconditional.
+func (ev *evaluator) indexedChildren(ctx context.Context, r *ir.Relation, id string) ([]string, bool) {
+	if !ev.nestsOnlyItself(r) {
+		return nil, false
+	}
+	return ev.index.Children(ctx, ev.r.Revision(), r, id)
+}
+
+// indexedSets returns, when the engine's index can say, the objects whose relation r
+// holds the subject (each granted), by the fewest set edges from a set holding it
+// directly: what a lookup's walk back finds in each round of its fixpoint. It answers
+// only a relation whose subject sets are its own (nested groups): the walk back of one
+// that names other relations' sets would reach them, in rounds of their own.
+func (ev *evaluator) indexedSets(ctx context.Context, r *ir.Relation) ([][]string, bool) {
+	if !ev.nestsOnlyItself(r) {
+		return nil, false
+	}
+	ids, hops, known := ev.index.Sets(ctx, ev.r.Revision(), ev.subject, r)
+	if !known {
+		return nil, false
+	}
+	var levels [][]string
+	for i, id := range ids {
+		for int(hops[i]) >= len(levels) {
+			levels = append(levels, nil)
+		}
+		levels[hops[i]] = append(levels[hops[i]], id)
+	}
+	return levels, true
 }

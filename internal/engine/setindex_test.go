@@ -2,8 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,73 +103,97 @@ func (is *indexedStore) await(rev store.Revision) {
 	}
 }
 
+// history is a random schema's relationships written over several revisions to a
+// store that an index follows, while more writes go on (writing closes when they end).
+type history struct {
+	g       *enginetest.Gen
+	s       *ir.Schema
+	src     string
+	is      *indexedStore
+	now     time.Time
+	writing chan struct{}
+}
+
+// newHistory writes the history of seed, with nested sets on top of opts, or returns
+// nil when its schema does not compile. A third of the indexes keep only the newest
+// revision (older reads fall back and their versions are pruned under the readers), a
+// third have too little memory to hold every set (some are dropped, or the index turns
+// itself off).
+func newHistory(t *testing.T, seed uint64, opts enginetest.Options) *history {
+	t.Helper()
+	const writes = 6
+	opts.Nested = true
+	g := enginetest.New(rand.New(rand.NewPCG(seed, 33)), opts)
+	src := g.Schema()
+	s, err := schema.Compile(src)
+	if err != nil {
+		return nil
+	}
+	now := time.Now()
+	cfg := materialize.Config{Retain: time.Hour}
+	switch seed % 3 {
+	case 1:
+		cfg.Retain = time.Nanosecond
+	case 2:
+		// The nodes' first chunk and the names take 266,240 bytes, the set graph a
+		// few thousand more: what is left holds some of the subjects and
+		// ancestors, or none (the index turns itself off).
+		cfg.MaxBytes = 266240 + 1500 + int64(g.Rnd.IntN(3000))
+	}
+	is := newIndexedStore(t, s, g.Relationships(10+g.Rnd.IntN(30), now), cfg)
+	for range writes {
+		var del []rel.Relationship
+		for _, x := range is.live {
+			if g.Rnd.IntN(6) == 0 {
+				del = append(del, x)
+			}
+		}
+		slices.SortFunc(del, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
+		touch := g.Relationships(1+g.Rnd.IntN(6), now)
+		touch = slices.DeleteFunc(touch, func(x rel.Relationship) bool {
+			return slices.ContainsFunc(del, func(d rel.Relationship) bool { return d.Key() == x.Key() })
+		})
+		is.write(touch, del)
+	}
+	is.await(is.revs[len(is.revs)-1])
+	// Writes go on while the test reads the revisions before them, so that the index
+	// applies, publishes and prunes under the readers.
+	more := enginetest.New(rand.New(rand.NewPCG(seed, 33)), opts)
+	more.Schema()
+	writing := make(chan struct{})
+	go func() {
+		defer close(writing)
+		for range 10 {
+			var updates []store.Update
+			for _, x := range more.Relationships(1+more.Rnd.IntN(4), now) {
+				updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
+			}
+			if _, err := is.st.Write(context.Background(), nil, updates, nil); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	return &history{g: g, s: s, src: src, is: is, now: now, writing: writing}
+}
+
 // TestChecksAgreeWithIndex holds the engine with a materialized index (with and
 // without the cache) to the engine without one and to the reference evaluator, on
 // random schemas with nested subject sets, cycles, arrows, exclusions, intersections,
 // caveats, expiration and wildcards, at every revision of a history of writes, while
 // more writes go on: the answers, errors included, are the same with the index on or
-// off. A third of the indexes keep only the newest revision (older reads fall back and
-// their versions are pruned under the readers), a third have too little memory to hold
-// every set (some are dropped, or the index turns itself off).
+// off (see newHistory for the indexes' configurations).
 func TestChecksAgreeWithIndex(t *testing.T) {
-	const schemas, writes, checks = 100, 6, 12
+	const schemas, checks = 100, 12
 	ctx := context.Background()
 	indexed, turnedOff := 0, 0
 	var answered int64
 	for seed := range uint64(schemas) {
-		opts := enginetest.AllTraits
-		opts.Nested = true
-		g := enginetest.New(rand.New(rand.NewPCG(seed, 33)), opts)
-		src := g.Schema()
-		s, err := schema.Compile(src)
-		if err != nil {
+		h := newHistory(t, seed, enginetest.AllTraits)
+		if h == nil {
 			continue
 		}
-		now := time.Now()
-		cfg := materialize.Config{Retain: time.Hour}
-		switch seed % 3 {
-		case 1:
-			cfg.Retain = time.Nanosecond
-		case 2:
-			// The nodes' first chunk and the names take 266,240 bytes, the set graph a
-			// few thousand more: what is left holds some of the subjects and
-			// ancestors, or none (the index turns itself off).
-			cfg.MaxBytes = 266240 + 1500 + int64(g.Rnd.IntN(3000))
-		}
-		is := newIndexedStore(t, s, g.Relationships(10+g.Rnd.IntN(30), now), cfg)
-		for range writes {
-			var del []rel.Relationship
-			for _, x := range is.live {
-				if g.Rnd.IntN(6) == 0 {
-					del = append(del, x)
-				}
-			}
-			slices.SortFunc(del, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
-			touch := g.Relationships(1+g.Rnd.IntN(6), now)
-			touch = slices.DeleteFunc(touch, func(x rel.Relationship) bool {
-				return slices.ContainsFunc(del, func(d rel.Relationship) bool { return d.Key() == x.Key() })
-			})
-			is.write(touch, del)
-		}
-		is.await(is.revs[len(is.revs)-1])
-		// Writes go on while the checks read the revisions before them, so that the
-		// index applies, publishes and prunes under the readers.
-		more := enginetest.New(rand.New(rand.NewPCG(seed, 33)), opts)
-		more.Schema()
-		writing := make(chan struct{})
-		go func() {
-			defer close(writing)
-			for range 10 {
-				var updates []store.Update
-				for _, x := range more.Relationships(1+more.Rnd.IntN(4), now) {
-					updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
-				}
-				if _, err := is.st.Write(ctx, nil, updates, nil); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+		g, s, src, is, now := h.g, h.s, h.src, h.is, h.now
 		off := engine.New(engine.Config{MaxDepth: 12})
 		on := engine.New(engine.Config{MaxDepth: 12, Index: is.x})
 		onCached := engine.New(engine.Config{MaxDepth: 12, Index: is.x, Cache: cache.New(1 << 16)})
@@ -212,7 +240,7 @@ func TestChecksAgreeWithIndex(t *testing.T) {
 				}
 			}
 		}
-		<-writing
+		<-h.writing
 		if st := is.x.Stats(); st.Off {
 			turnedOff++
 		}
@@ -237,4 +265,251 @@ func sameBulk(a, b engine.BulkResult) bool {
 		return a.Err.Error() == b.Err.Error()
 	}
 	return a.Result.Membership == b.Result.Membership && slices.Equal(a.Result.Missing, b.Result.Missing)
+}
+
+// TestLookupsAgreeWithIndex holds LookupResources (unordered, and ordered a page at a
+// time) and LookupSubjects with a materialized index to the same lookups without one,
+// result for result in order, errors included, and the granted resources to the
+// reference evaluator, on the random histories of TestChecksAgreeWithIndex. Half the
+// schemas have caveats and expiration (a lookup through a set they touch is evaluated),
+// half do not (the index answers the sets' walks back whole).
+func TestLookupsAgreeWithIndex(t *testing.T) {
+	const schemas, lookups = 100, 6
+	ctx := context.Background()
+	indexed, indexedSubjects := 0, 0
+	var answered, children int64
+	for seed := range uint64(schemas) {
+		opts := enginetest.Options{}
+		if seed%2 == 0 {
+			opts = enginetest.AllTraits
+		}
+		h := newHistory(t, seed, opts)
+		if h == nil {
+			continue
+		}
+		g, s, is := h.g, h.s, h.is
+		off := engine.New(engine.Config{MaxDepth: 12})
+		x := &setsCounter{SetIndex: is.x}
+		on := engine.New(engine.Config{MaxDepth: 12, Index: x})
+		onCached := engine.New(engine.Config{MaxDepth: 12, Index: x, Cache: cache.New(1 << 16)})
+		for _, rev := range is.revs {
+			reader, err := is.st.Reader(ctx, rev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d revision %d: %s\nschema:\n%s\nrels:\n%s", seed, rev, fmt.Sprintf(format, args...), h.src, enginetest.Dump(is.snaps[rev]))
+			}
+			for range lookups {
+				d := g.Pick(g.Defs[1:])
+				perm := g.Pick(g.Names(d))
+				subj := rel.SubjectRef{Object: g.Object("user")}
+				if g.Rnd.IntN(4) == 0 {
+					subj = g.SubjectSet()
+				}
+				req := engine.LookupResourcesRequest{ResourceType: d, Permission: perm, Subject: subj, Context: g.Context()}
+				want := lookupResources(ctx, off, s, reader, req, -1)
+				// Ordered, from a cursor in the middle, and cut short after a page.
+				ordered := req
+				ordered.Ordered = true
+				if len(want.found) > 0 {
+					ordered.After = want.found[g.Rnd.IntN(len(want.found))].ID
+				}
+				wantOrdered := lookupResources(ctx, off, s, reader, ordered, 2)
+				for i, e := range []*engine.Engine{on, onCached} {
+					if got := lookupResources(ctx, e, s, reader, req, -1); !slices.Equal(got.lines(), want.lines()) {
+						fail("engine %d: LookupResources %s#%s@%v: index on %v, off %v", i, d, perm, subj, got.lines(), want.lines())
+					}
+					if got := lookupResources(ctx, e, s, reader, ordered, 2); !slices.Equal(got.lines(), wantOrdered.lines()) {
+						fail("engine %d: ordered LookupResources %s#%s@%v after %q: index on %v, off %v", i, d, perm, subj, ordered.After, got.lines(), wantOrdered.lines())
+					}
+				}
+				if want.err == "" {
+					listed := map[string]engine.Result{}
+					for _, f := range want.found {
+						listed[f.ID] = f.Result
+					}
+					ref := &reference{s: s, rels: is.snaps[rev], subject: subj, ctx: req.Context, now: h.now}
+					for _, id := range enginetest.IDs(d) {
+						w := ref.check(d, perm, id, 12)
+						if w.st == refErr || w.st == refCavErr {
+							continue
+						}
+						if got, ok := listed[id]; (w.st == refHas) != (ok && got.Membership == engine.HasPermission) {
+							fail("LookupResources %s#%s@%v: %s listed %v (%v), reference %v", d, perm, subj, id, ok, got, w)
+						}
+					}
+				}
+				st := subjectTypes(g)[g.Rnd.IntN(len(subjectTypes(g)))]
+				lreq := engine.LookupSubjectsRequest{
+					Resource: g.Object(d), Permission: perm, SubjectType: st.Object.Type, SubjectRelation: st.Relation, Context: req.Context,
+				}
+				wantSubjects := lookupSubjectLines(ctx, off, s, reader, lreq)
+				for i, e := range []*engine.Engine{on, onCached} {
+					if got := lookupSubjectLines(ctx, e, s, reader, lreq); !slices.Equal(got, wantSubjects) {
+						fail("engine %d: LookupSubjects %v#%s@%v: index on %v, off %v", i, lreq.Resource, perm, st, got, wantSubjects)
+					}
+				}
+			}
+		}
+		<-h.writing
+		if x.answered.Load() > 0 {
+			indexed++
+			answered += x.answered.Load()
+		}
+		if x.children.Load() > 0 {
+			indexedSubjects++
+			children += x.children.Load()
+		}
+		is.stop()
+	}
+	if indexed < schemas/5 || indexedSubjects < schemas/5 {
+		t.Fatalf("the index answered LookupResources in only %d of %d schemas, LookupSubjects in %d; the generator needs more nested sets", indexed, schemas, indexedSubjects)
+	}
+	t.Logf("the index answered %d walks back of LookupResources in %d schemas, %d reads of subject sets of LookupSubjects in %d", answered, indexed, children, indexedSubjects)
+}
+
+// setsCounter counts the lookups' walks through nested sets an index answered.
+type setsCounter struct {
+	engine.SetIndex
+	answered, children atomic.Int64
+}
+
+func (c *setsCounter) Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, bool) {
+	ids, known := c.SetIndex.Children(ctx, rev, r, id)
+	if known {
+		c.children.Add(1)
+	}
+	return ids, known
+}
+
+func (c *setsCounter) Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) ([]string, []uint8, bool) {
+	ids, hops, known := c.SetIndex.Sets(ctx, rev, subject, r)
+	if known {
+		c.answered.Add(1)
+	}
+	return ids, hops, known
+}
+
+// foundResources is what a LookupResources yielded, in order, and how it ended.
+type foundResources struct {
+	found []engine.FoundResource
+	err   string
+}
+
+func (f foundResources) lines() []string {
+	var out []string
+	for _, r := range f.found {
+		out = append(out, fmt.Sprintf("%s %v %v", r.ID, r.Result.Membership, r.Result.Missing))
+	}
+	return append(out, "end: "+f.err)
+}
+
+// errEnough stops a lookup after the results a test wanted.
+var errEnough = errors.New("enough")
+
+// lookupResources runs req on e, taking at most limit results (all when negative).
+func lookupResources(ctx context.Context, e *engine.Engine, s *ir.Schema, r store.Reader, req engine.LookupResourcesRequest, limit int) foundResources {
+	var out foundResources
+	err := e.LookupResources(ctx, s, r, req, func(f engine.FoundResource) error {
+		if len(out.found) == limit {
+			return errEnough
+		}
+		out.found = append(out.found, f)
+		return nil
+	})
+	if err != nil {
+		out.err = err.Error()
+	}
+	return out
+}
+
+// lookupSubjectLines runs req on e and writes out what it yielded, in order, and how
+// it ended.
+func lookupSubjectLines(ctx context.Context, e *engine.Engine, s *ir.Schema, r store.Reader, req engine.LookupSubjectsRequest) []string {
+	var out []string
+	err := e.LookupSubjects(ctx, s, r, req, func(f engine.FoundSubject) error {
+		out = append(out, fmt.Sprintf("%s %v %v excluding %+v", f.ID, f.Result.Membership, f.Result.Missing, f.Excluded))
+		return nil
+	})
+	return append(out, fmt.Sprintf("end: %v", err))
+}
+
+// TestLookupThroughLongChainsAgreesWithIndex: LookupResources and LookupSubjects
+// through chains of nested groups about as long as the rounds of a LookupResources
+// fixpoint and the depth limit yield the same results, in the same order, and fail
+// with the same error, with the index on or off.
+func TestLookupThroughLongChainsAgreesWithIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := schema.Compile(`definition user {}
+definition group { relation member: user | group#member }
+definition doc {
+	relation viewer: group#member
+	permission view = viewer
+}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[bool]int{} // lookups that failed at the depth limit, and the others
+	for _, n := range []int{engine.DefaultMaxDepth - 2, engine.DefaultMaxDepth - 1, engine.DefaultMaxDepth, engine.DefaultMaxDepth + 1} {
+		// g0 holds u0; g(i+1) holds gi; g3 holds g1 too (a shortcut) and
+		// g(n/2) holds g0 (a cycle); doc d(i) is viewed by gi.
+		lines := []string{"group:g0#member@user:u0", "group:g3#member@group:g1#member"}
+		for i := range n {
+			lines = append(lines, fmt.Sprintf("group:g%d#member@group:g%d#member", i+1, i), fmt.Sprintf("doc:d%d#viewer@group:g%d#member", i, i))
+		}
+		if n%2 == 1 {
+			lines = append(lines, fmt.Sprintf("group:g0#member@group:g%d#member", n/2))
+		}
+		var rels []rel.Relationship
+		for _, l := range lines {
+			x, err := rel.Parse(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rels = append(rels, x)
+		}
+		is := newIndexedStore(t, s, rels, materialize.Config{Retain: time.Hour})
+		x := &setsCounter{SetIndex: is.x}
+		off, on := engine.New(engine.Config{}), engine.New(engine.Config{Index: x})
+		reader, err := is.st.Reader(ctx, is.revs[len(is.revs)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, subj := range []string{"user:u0", "user:u1", "group:g1#member"} {
+			sub, err := rel.ParseSubject(subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, req := range []engine.LookupResourcesRequest{
+				{ResourceType: "group", Permission: "member", Subject: sub},
+				{ResourceType: "group", Permission: "member", Subject: sub, Ordered: true, After: "g2"},
+				{ResourceType: "doc", Permission: "view", Subject: sub},
+			} {
+				want := lookupResources(ctx, off, s, reader, req, -1)
+				if got := lookupResources(ctx, on, s, reader, req, -1); !slices.Equal(got.lines(), want.lines()) {
+					t.Fatalf("chain of %d, %v: index on %v, off %v", n, req, got.lines(), want.lines())
+				}
+				outcomes[want.err == engine.ErrMaxDepth.Error()]++
+			}
+		}
+		for _, top := range []string{fmt.Sprint("g", n), fmt.Sprint("g", n/2), "g3"} {
+			for _, st := range []rel.SubjectRef{{Object: rel.ObjectRef{Type: "user"}}, {Object: rel.ObjectRef{Type: "group"}, Relation: "member"}} {
+				req := engine.LookupSubjectsRequest{Resource: rel.ObjectRef{Type: "group", ID: top}, Permission: "member", SubjectType: st.Object.Type, SubjectRelation: st.Relation}
+				want := lookupSubjectLines(ctx, off, s, reader, req)
+				if got := lookupSubjectLines(ctx, on, s, reader, req); !slices.Equal(got, want) {
+					t.Fatalf("chain of %d, LookupSubjects %v: index on %v, off %v", n, req, got, want)
+				}
+				outcomes[strings.HasSuffix(want[len(want)-1], engine.ErrMaxDepth.Error())]++
+			}
+		}
+		if x.answered.Load() == 0 || x.children.Load() == 0 {
+			t.Fatalf("chain of %d: the index answered no lookup", n)
+		}
+		is.stop()
+	}
+	if outcomes[true] == 0 || outcomes[false] == 0 {
+		t.Fatalf("lookups failing at the depth limit, and not: %v; the chains need other lengths", outcomes)
+	}
 }

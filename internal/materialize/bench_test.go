@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -146,5 +148,84 @@ func storeItems(b *testing.B, ms store.Store, rev store.Revision) func(func(rel.
 				return
 			}
 		}
+	}
+}
+
+// BenchmarkIndexLag writes to a nested-groups store at 1,000 writes a second, each
+// moving a user from one group to another, while the index follows the store, and
+// reports the lag from each write's commit to the index having applied its revision,
+// as p50 and p99 (run it a fixed number of writes: -benchtime 3000x).
+func BenchmarkIndexLag(b *testing.B) {
+	ctx := context.Background()
+	s, err := schema.Compile(nestedSchema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms, rev, levels := nestedGroups(b, 11, 10, 3, 50000)
+	defer ms.Close()
+	x := New(Config{
+		Store:    ms,
+		SchemaAt: func(context.Context, store.Revision) (*ir.Schema, error) { return s, nil },
+		Retain:   time.Second,
+	})
+	ictx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.Run(ictx)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	for st := x.Stats(); !st.Ready || st.Applied < rev; st = x.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	type commit struct {
+		rev store.Revision
+		at  time.Time
+	}
+	commits := make(chan commit, 1<<16)
+	var lags []time.Duration
+	measured := make(chan struct{})
+	go func() {
+		defer close(measured)
+		for c := range commits {
+			st := x.cur.Load()
+			if st == nil || !st.reached(ctx, c.rev, time.Minute) {
+				b.Errorf("the index did not apply revision %d", c.rev)
+				return
+			}
+			lags = append(lags, time.Since(c.at))
+		}
+	}()
+	deepest := levels[len(levels)-1]
+	rnd := rand.New(rand.NewPCG(11, 11))
+	in := map[string]string{} // the group each moved user was moved to
+	member := func(g, u string) rel.Relationship {
+		return rel.Relationship{Resource: rel.ObjectRef{Type: "group", ID: g}, Relation: "member", Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: u}}}
+	}
+	start := time.Now()
+	for i := 0; b.Loop(); i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Millisecond)))
+		u := fmt.Sprint("u", rnd.IntN(50000))
+		to := deepest[rnd.IntN(len(deepest))]
+		updates := []store.Update{{Op: store.Touch, Relationship: member(to, u)}}
+		if from, ok := in[u]; ok && from != to {
+			updates = append(updates, store.Update{Op: store.Delete, Relationship: member(from, u)})
+		}
+		in[u] = to
+		r, err := ms.Write(ctx, nil, updates, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		commits <- commit{r, time.Now()}
+	}
+	close(commits)
+	<-measured
+	slices.Sort(lags)
+	if len(lags) > 0 {
+		b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "p99-ms")
 	}
 }

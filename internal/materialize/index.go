@@ -11,6 +11,7 @@
 package materialize
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -194,16 +195,24 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 	}
 	slices.SortFunc(keys, func(a, b relKey) int { return cmpKey(a, b) })
 	edges := 0
-	for _, k := range keys {
-		f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
-		for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
-			if err != nil {
-				return nil, fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, rev, err)
-			}
-			st.change(&item.Relationship, false)
-			edges++
+	var ld loader
+	batches, done := readBatches(ctx, r, keys)
+	defer done()
+	for b := range batches {
+		if b.err != nil {
+			return nil, b.err
 		}
+		for i := range b.rels {
+			st.load(&ld, &b.rels[i])
+		}
+		edges += len(b.rels)
+		b.free()
 	}
+	if err := ctx.Err(); err != nil {
+		// The reads stopped short without a word.
+		return nil, err
+	}
+	st.place(&ld, rev)
 	if err := st.finish(rev); err != nil {
 		return nil, err
 	}
@@ -215,6 +224,76 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 			"took", took, "edges_per_second", int64(float64(edges)/max(took.Seconds(), 1e-9)))
 	}
 	return st, nil
+}
+
+// readBatch is how many relationships a build reads before it indexes them.
+const readBatch = 4096
+
+// batch is a run of relationships a build read, or the error that ended its reads;
+// free gives its array back for the next.
+type batch struct {
+	rels []rel.Relationship
+	err  error
+	free func()
+}
+
+// readBatches reads every relationship of the relations keys at r, in a goroutine of
+// its own so that reading the store and indexing what it read overlap, and sends them
+// a batch at a time. done stops the reads and waits for them to end.
+func readBatches(ctx context.Context, r store.Reader, keys []relKey) (<-chan batch, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan batch, 2)
+	spare := make(chan []rel.Relationship, 3)
+	go func() {
+		defer close(out)
+		send := func(b batch) bool {
+			select {
+			case out <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		buf := make([]rel.Relationship, 0, readBatch)
+		full := func() bool {
+			rels := buf
+			if !send(batch{rels: rels, free: func() {
+				select {
+				case spare <- rels[:0]:
+				default:
+				}
+			}}) {
+				return false
+			}
+			select {
+			case buf = <-spare:
+			default:
+				buf = make([]rel.Relationship, 0, readBatch)
+			}
+			return true
+		}
+		for _, k := range keys {
+			f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
+			for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
+				if err != nil {
+					send(batch{err: fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, r.Revision(), err)})
+					return
+				}
+				buf = append(buf, item.Relationship)
+				if len(buf) == readBatch && !full() {
+					return
+				}
+			}
+		}
+		if len(buf) > 0 {
+			full()
+		}
+	}()
+	return out, func() {
+		cancel()
+		for range out {
+		}
+	}
 }
 
 func cmpKey(a, b relKey) int {
@@ -258,6 +337,103 @@ func (x *Index) View(ctx context.Context, rev store.Revision, subject rel.Subjec
 	}
 	v.fallbacks, v.answers = &x.fallbacks, &x.answers
 	return v.member
+}
+
+// Sets returns the ids of the objects whose relation r holds subject at rev,
+// directly or through nested sets, as a lookup's walk back would find them, each with
+// the fewest set edges between it and a set holding the subject directly; or false
+// when the index cannot say so exactly: when it cannot read rev (see View), or when
+// any relationship of the indexed relations is caveated or expiring at rev, or names
+// a subject set the index does not hold (a walk back would cross it, the index cannot).
+// The subject itself is not among them unless a cycle leads back to it.
+func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) (ids []string, hops []uint8, known bool) {
+	st := x.cur.Load()
+	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
+		return nil, nil, false
+	}
+	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
+		x.fallbacks.Add(1)
+		return nil, nil, false
+	}
+	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+		x.fallbacks.Add(1)
+		return nil, nil, false
+	}
+	v := st.view(rev, subject)
+	if v == nil {
+		x.fallbacks.Add(1)
+		return nil, nil, false
+	}
+	ids, hops = make([]string, 0, len(v.reach)), make([]uint8, 0, len(v.reach))
+	st.mu.RLock()
+	for set, d := range v.reach {
+		if id, ok := idIn(st.names.name(set), r); ok {
+			ids = append(ids, id)
+			hops = append(hops, d)
+		}
+	}
+	st.mu.RUnlock()
+	x.answers.Add(1)
+	return ids, hops, true
+}
+
+// Children returns the ids of the sets of relation r that set r.Def:id#r holds at
+// rev, as a lookup's read of its subject sets would find them (each unconditional), in
+// id order; or false when the index cannot say so exactly (see Sets). Only a relation
+// whose subject sets are all of itself is asked: its children are all of it.
+func (x *Index) Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, bool) {
+	st := x.cur.Load()
+	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
+		return nil, false
+	}
+	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
+		x.fallbacks.Add(1)
+		return nil, false
+	}
+	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+		x.fallbacks.Add(1)
+		return nil, false
+	}
+	name := setName(nil, r.Def.Name, id, r.Name)
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	_, n := st.lookup(name)
+	if n == nil {
+		x.answers.Add(1)
+		return nil, true
+	}
+	cs, ok := n.children.at(rev)
+	if !ok {
+		x.fallbacks.Add(1)
+		return nil, false
+	}
+	ids := make([]string, 0, len(cs))
+	for _, c := range cs {
+		id, ok := idIn(st.names.name(c), r)
+		if !ok {
+			// A set of another relation: the index cannot say what the read would.
+			x.fallbacks.Add(1)
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	x.answers.Add(1)
+	return ids, true
+}
+
+// idIn returns the object id of set name ("type:id#relation") when it is a set of
+// relation r.
+func idIn(name []byte, r *ir.Relation) (string, bool) {
+	typ, rest, ok := bytes.Cut(name, []byte{':'})
+	if !ok || string(typ) != r.Def.Name {
+		return "", false
+	}
+	id, relation, ok := bytes.Cut(rest, []byte{'#'})
+	if !ok || len(id) == 0 || string(relation) != r.Name {
+		return "", false
+	}
+	return string(id), true
 }
 
 // reached waits, at most wait, for the index to have applied rev.

@@ -33,37 +33,42 @@ func (t *names) name(id uint32) []byte {
 
 // lookup returns the id of name.
 func (t *names) lookup(name []byte) (uint32, bool) {
+	id, _, ok := t.find(name)
+	return id, ok
+}
+
+// find returns the id of name, and its hash for add when the table does not hold it.
+func (t *names) find(name []byte) (id uint32, hash uint64, ok bool) {
+	hash = maphash.Bytes(t.seed, name)
 	mask := uint64(len(t.slots) - 1)
-	for i := maphash.Bytes(t.seed, name) & mask; ; i = (i + 1) & mask {
+	for i := hash & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == 0 {
-			return 0, false
+			return 0, hash, false
 		}
 		if bytes.Equal(t.name(s-1), name) {
-			return s - 1, true
+			return s - 1, hash, true
 		}
 	}
 }
 
-// intern returns the id of name, adding it when new (new reports so).
-func (t *names) intern(name []byte) (id uint32, isNew bool) {
-	if id, ok := t.lookup(name); ok {
-		return id, false
-	}
+// add adds name, which the table does not hold, of hash hash (from find), and returns
+// its id.
+func (t *names) add(name []byte, hash uint64) uint32 {
 	if (len(t.ends)+1)*4 > len(t.slots)*3 {
 		t.grow()
 	}
-	id = uint32(len(t.ends))
+	id := uint32(len(t.ends))
 	t.arena = append(t.arena, name...)
 	t.ends = append(t.ends, uint32(len(t.arena)))
-	t.place(id)
-	return id, true
+	t.place(id, hash)
+	return id
 }
 
-// place puts id in its slot.
-func (t *names) place(id uint32) {
+// place puts id, of hash hash, in its slot.
+func (t *names) place(id uint32, hash uint64) {
 	mask := uint64(len(t.slots) - 1)
-	i := maphash.Bytes(t.seed, t.name(id)) & mask
+	i := hash & mask
 	for t.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
@@ -74,7 +79,7 @@ func (t *names) place(id uint32) {
 func (t *names) grow() {
 	t.slots = make([]uint32, len(t.slots)*2)
 	for id := range uint32(len(t.ends)) {
-		t.place(id)
+		t.place(id, maphash.Bytes(t.seed, t.name(id)))
 	}
 }
 

@@ -40,10 +40,12 @@ type node struct {
 	// set<<8 | the fewest hops from it (capped at 255), sorted by set.
 	anc chain[[]uint64]
 	sum chain[summary]
+	// children are the sets this set holds through an unconditional relationship,
+	// sorted: the set graph's edges downwards.
+	children chain[[]uint32]
 
 	// Writer only.
-	children  []uint32 // the sets this set holds unconditionally, sorted
-	cond, exp int32    // its conditional and expiring relationships
+	cond, exp int32 // its conditional and expiring relationships
 
 	// Written before a reader can find the node (under the state's lock).
 	set bool
@@ -80,6 +82,7 @@ const (
 	slotParents slotKind = iota
 	slotAnc
 	slotSum
+	slotChildren
 )
 
 type pruneItem struct {
@@ -111,6 +114,10 @@ type state struct {
 
 	bytes   atomic.Int64 // the memory the index holds
 	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
+	// tainted says whether any relationship of the indexed relations is conditional
+	// or expiring: while none is, a subject's sets are exactly its parents and their
+	// ancestors, which a lookup can take whole.
+	tainted chain[bool]
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // guarded by wakeMu; closed and replaced when applied advances
@@ -175,12 +182,13 @@ func (st *state) lookup(name []byte) (uint32, *node) {
 
 // intern returns the id of name, adding a node (a set when set) when it is new.
 func (st *state) intern(name []byte, set bool) uint32 {
-	if id, ok := st.names.lookup(name); ok {
+	id, hash, ok := st.names.find(name)
+	if ok {
 		return id
 	}
 	st.mu.Lock()
 	before := st.names.bytes()
-	id, _ := st.names.intern(name)
+	id = st.names.add(name, hash)
 	if int(id>>chunkBits) >= len(st.chunks) {
 		st.chunks = append(st.chunks, make([]node, chunkSize))
 		st.bytes.Add(sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize))
@@ -212,6 +220,68 @@ func (st *state) change(x *rel.Relationship, del bool) {
 	}
 	st.account(k, isSet, old, -1)
 	st.account(k, isSet, c, +1)
+}
+
+// loader is what a build gathers before it places the unconditional relationships
+// at once: each subject's sets, sorted once, instead of merged in one at a time.
+type loader struct {
+	parents  []uint64 // subject<<32 | set
+	children []uint64 // set<<32 | subject set
+	// res#relation is the set of the relationship loaded last (when named), set its id.
+	res      rel.ObjectRef
+	relation string
+	set      uint32
+	named    bool
+}
+
+// load adds relationship x of an indexed relation to a state being built, which holds
+// nothing of it yet: a conditional or expiring one at once, an unconditional one in
+// ld until place.
+func (st *state) load(ld *loader, x *rel.Relationship) {
+	c, isSet := st.plan.classify(x)
+	if !ld.named || x.Resource != ld.res || x.Relation != ld.relation {
+		// A set's relationships come one after another: its name is looked up once.
+		st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
+		ld.set, ld.named = st.intern(st.buf, true), true
+		ld.res, ld.relation = x.Resource, x.Relation
+	}
+	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
+	k := pair{ld.set, st.intern(st.buf, isSet)}
+	if c != member {
+		st.account(k, isSet, c, +1)
+		return
+	}
+	ld.parents = append(ld.parents, uint64(k.subject)<<32|uint64(k.set))
+	if isSet {
+		ld.children = append(ld.children, uint64(k.set)<<32|uint64(k.subject))
+	}
+}
+
+// place writes the subjects' parents and the sets' children ld gathered, from rev,
+// and marks the sets whose ancestors and summaries finish computes.
+func (st *state) place(ld *loader, rev store.Revision) {
+	runs := func(pairs []uint64, each func(key uint32, vals []uint32)) {
+		slices.Sort(pairs)
+		for i := 0; i < len(pairs); {
+			key := uint32(pairs[i] >> 32)
+			j := i
+			for j < len(pairs) && uint32(pairs[j]>>32) == key {
+				j++
+			}
+			vals := make([]uint32, j-i)
+			for k := range vals {
+				vals[k] = uint32(pairs[i+k])
+			}
+			each(key, vals)
+			i = j
+		}
+	}
+	runs(ld.parents, func(id uint32, sets []uint32) { st.pushParents(id, st.node(id), sets, rev) })
+	runs(ld.children, func(id uint32, children []uint32) {
+		st.pushChildren(id, st.node(id), children, rev)
+		st.ups = append(st.ups, id)
+		st.downs = append(st.downs, children...)
+	})
 }
 
 // holds reports whether k's subject has k's set among its parents (before this
@@ -287,9 +357,8 @@ func (st *state) finish(rev store.Revision) error {
 			st.pushParents(id, n, merge(cur, d.addParents, d.delParents), rev)
 		}
 		if len(d.addChildren)+len(d.delChildren) > 0 {
-			before := ids32Bytes(n.children)
-			n.children = merge(n.children, d.addChildren, d.delChildren)
-			st.bytes.Add(ids32Bytes(n.children) - before)
+			cur, _ := n.children.current()
+			st.pushChildren(id, n, merge(cur, d.addChildren, d.delChildren), rev)
 		}
 	}
 	if len(st.pending) > keptPending {
@@ -303,6 +372,10 @@ func (st *state) finish(rev store.Revision) error {
 	}
 	st.summarize(st.closure(st.ups, false), rev)
 	st.downs, st.ups = nil, nil
+	if t, _ := st.tainted.current(); t != (len(st.conds) > 0) {
+		delta, _ := st.tainted.push(rev, !t, false, boolBytes)
+		st.bytes.Add(delta)
+	}
 	sb := st.scratch.bytes()
 	st.bytes.Add(sb - st.scratchBytes)
 	st.scratchBytes = sb
@@ -327,6 +400,15 @@ func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision
 	st.grow(delta, !n.set)
 	if superseded {
 		st.queue = append(st.queue, pruneItem{rev, id, slotParents})
+	}
+}
+
+// pushChildren makes cs set id's children from rev.
+func (st *state) pushChildren(id uint32, n *node, cs []uint32, rev store.Revision) {
+	delta, superseded := n.children.push(rev, cs, false, ids32Bytes)
+	st.bytes.Add(delta)
+	if superseded {
+		st.queue = append(st.queue, pruneItem{rev, id, slotChildren})
 	}
 }
 
@@ -426,7 +508,7 @@ func (st *state) closure(start []uint32, down bool) []uint32 {
 	}
 	for i := 0; i < len(out); i++ {
 		n := st.node(out[i])
-		next := n.children
+		next, _ := n.children.current()
 		if !down {
 			next, _ = n.parents.current()
 		}
@@ -466,7 +548,8 @@ func (st *state) summarize(region []uint32, rev store.Revision) {
 		}
 		sc.state[id] = onStack
 		s := summary{taint: n.selfTaint()}
-		for _, c := range n.children {
+		children, _ := n.children.current()
+		for _, c := range children {
 			cs := visit(c)
 			h := cs.height
 			if h < inf-1 {
@@ -548,11 +631,14 @@ func (st *state) prune(horizon store.Revision) {
 			st.grow(-n.parents.prune(horizon, ids32Bytes), !n.set)
 		case slotAnc:
 			st.grow(-n.anc.prune(horizon, ids64Bytes), true)
+		case slotChildren:
+			st.bytes.Add(-n.children.prune(horizon, ids32Bytes))
 		default:
 			st.bytes.Add(-n.sum.prune(horizon, summaryBytes))
 		}
 	}
 	st.queue = append(st.queue[:0], st.queue[i:]...)
+	st.bytes.Add(-st.tainted.prune(horizon, boolBytes))
 }
 
 // merge returns the sorted union of cur and add less del, in a new slice (cur is a

@@ -29,12 +29,16 @@ func dump(st *state, rev store.Revision) map[string]string {
 		slices.Sort(s)
 		return s
 	}
+	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+		out["(tainted)"] = fmt.Sprintf("%v %v", tainted, ok)
+	}
 	for id := range uint32(st.names.len()) {
 		n := st.node(id)
 		ps, ok1 := n.parents.at(rev)
 		anc, ok2 := n.anc.at(rev)
 		sum, ok3 := n.sum.at(rev)
-		if !ok1 || !ok2 || !ok3 {
+		cs, ok4 := n.children.at(rev)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			out[string(st.names.name(id))] = "unknown"
 			continue
 		}
@@ -43,10 +47,10 @@ func dump(st *state, rev store.Revision) map[string]string {
 			a = append(a, fmt.Sprintf("%s/%d", st.names.name(uint32(e>>8)), uint8(e)))
 		}
 		slices.Sort(a)
-		if len(ps) == 0 && len(a) == 0 && sum == (summary{}) {
+		if len(ps) == 0 && len(a) == 0 && len(cs) == 0 && sum == (summary{}) {
 			continue
 		}
-		out[string(st.names.name(id))] = fmt.Sprintf("parents %v ancestors %v height %d taint %d", names(ps), a, sum.height, sum.taint)
+		out[string(st.names.name(id))] = fmt.Sprintf("parents %v ancestors %v children %v height %d taint %d", names(ps), a, names(cs), sum.height, sum.taint)
 	}
 	return out
 }
@@ -138,4 +142,54 @@ func lines(m map[string]string) string {
 		fmt.Fprintf(&b, "  %s: %s\n", k, m[k])
 	}
 	return b.String()
+}
+
+// TestBuildStoppedFails: a build whose context ends while it reads the store fails
+// with the context's error, never with an index of what it read before.
+func TestBuildStoppedFails(t *testing.T) {
+	s, err := schema.Compile(nestedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, rev, _ := nestedGroups(t, 3, 4, 3, 20000)
+	defer ms.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	x := New(Config{Store: &stoppingStore{Store: ms, after: 5000, stop: cancel}, Retain: time.Hour})
+	if st, err := x.build(ctx, planFor(s), rev); err == nil || st != nil {
+		t.Fatalf("a build whose context ended returned %v, %v", st, err)
+	}
+	st, err := x.build(context.Background(), planFor(s), rev)
+	if err != nil || st.entries.Load() == 0 {
+		t.Fatalf("build: %v, %d entries", err, st.entries.Load())
+	}
+}
+
+// stoppingStore calls stop once its readers have yielded after relationships.
+type stoppingStore struct {
+	store.Store
+	after int
+	stop  func()
+}
+
+func (s *stoppingStore) Reader(ctx context.Context, rev store.Revision) (store.Reader, error) {
+	r, err := s.Store.Reader(ctx, rev)
+	return &stoppingReader{Reader: r, s: s}, err
+}
+
+type stoppingReader struct {
+	store.Reader
+	s *stoppingStore
+}
+
+func (r *stoppingReader) Query(ctx context.Context, f store.Filter, opts store.QueryOptions) iter.Seq2[store.Item, error] {
+	return func(yield func(store.Item, error) bool) {
+		for item, err := range r.Reader.Query(ctx, f, opts) {
+			if r.s.after--; r.s.after == 0 {
+				r.s.stop()
+			}
+			if !yield(item, err) {
+				return
+			}
+		}
+	}
 }
