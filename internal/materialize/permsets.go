@@ -71,6 +71,16 @@ func (p *PermissionSets) Check(ctx context.Context, rev store.Revision) error {
 	return nil
 }
 
+// Signature returns what the sets are made of at rev, written out: a lookup's
+// positions hold only among revisions of equal signatures.
+func (p *PermissionSets) Signature(ctx context.Context, rev store.Revision) (string, error) {
+	g, _, err := p.graphAt(ctx, rev)
+	if err != nil {
+		return "", err
+	}
+	return g.sig, nil
+}
+
 // LookupPosition is where a lookup resumes: in the TypeIndex-th resource type of the
 // sets, after the relationship After (from the start of the type when empty), having
 // already sent the first Skip pairs of the object that follows.
