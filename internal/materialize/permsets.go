@@ -102,7 +102,7 @@ func (p *PermissionSets) Lookup(ctx context.Context, rev store.Revision, pos Loo
 	}
 	r, err := p.store.Reader(ctx, rev)
 	if err != nil {
-		return err
+		return historyErr(err)
 	}
 	for ti := pos.TypeIndex; ti < len(g.types); ti++ {
 		after, skip := store.Cursor(""), 0
@@ -111,7 +111,7 @@ func (p *PermissionSets) Lookup(ctx context.Context, rev store.Revision, pos Loo
 		}
 		more, err := lookupType(ctx, r, g, ti, after, skip, yield)
 		if err != nil || !more {
-			return err
+			return historyErr(err)
 		}
 	}
 	return nil

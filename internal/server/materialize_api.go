@@ -56,6 +56,7 @@ func (s *Server) schemaAtRevision(ctx context.Context, rev store.Revision) (*ir.
 // registerMaterialize registers the Materialize services on g.
 func (s *Server) registerMaterialize(g *grpc.Server) {
 	g.RegisterService(invalidOnDecodeError(&mv0.WatchPermissionSetsService_ServiceDesc), &permissionSetsService{s: s})
+	g.RegisterService(invalidOnDecodeError(&mv0.WatchPermissionsService_ServiceDesc), &watchPermissionsService{s: s})
 }
 
 // permissionSetsService implements WatchPermissionSetsService.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -362,3 +363,121 @@ type recvAny[T any] struct {
 }
 
 func (r recvAny[T]) Recv() (any, error) { return r.s.Recv() }
+
+// TestMaterializeWatchPermissions: the computed permissions of document#view@user
+// streamed by WatchPermissions, applied to the permissions checked at the start, equal
+// CheckPermission's answers for every document and user at every completed revision of
+// a random history (groups in groups, folders in folders, caveated memberships).
+func TestMaterializeWatchPermissions(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.Materialize = []materialize.Target{{Resource: "document", Permission: "view", SubjectType: "user"}}
+	})
+	ts.writeSchema(t, `caveat weekday(day string) { day != "sunday" }
+`+strings.Replace(materializeSchema, "relation member: user | group#member", "relation member: user | user with weekday | group#member", 1))
+	client := mv0.NewWatchPermissionsServiceClient(ts.conn)
+	ids := []string{"a", "b", "c"}
+	state := func(at *v1.ZedToken) map[string]v1.CheckPermissionResponse_Permissionship {
+		out := map[string]v1.CheckPermissionResponse_Permissionship{}
+		for _, d := range ids {
+			for _, u := range ids {
+				resp, err := ts.check(t, &v1.Consistency{Requirement: &v1.Consistency_AtExactSnapshot{AtExactSnapshot: at}}, obj("document", d), "view", sub("user", u, ""))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p := resp.GetPermissionship(); p != v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION {
+					out[d+"@"+u] = p
+				}
+			}
+		}
+		return out
+	}
+	start := ts.write(t, relationship("document", "a", "viewer", "user", "a", ""))
+	have := state(start)
+	watch, err := client.WatchPermissions(ctxT(t), &mv0.WatchPermissionsRequest{
+		Permissions:           []*mv0.WatchedPermission{{ResourceType: "document", Permission: "view", SubjectType: "user"}},
+		OptionalStartingAfter: start,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(7, 7))
+	pick := func() string { return ids[rnd.IntN(len(ids))] }
+	// ordered picks x < y, so that the data has no cycle (evaluation refuses one).
+	ordered := func() (string, string) {
+		i := rnd.IntN(len(ids) - 1)
+		return ids[i], ids[i+1+rnd.IntN(len(ids)-1-i)]
+	}
+	var last *v1.ZedToken
+	for range 30 {
+		var r *v1.Relationship
+		switch rnd.IntN(6) {
+		case 0:
+			r = relationship("group", pick(), "member", "user", pick(), "")
+		case 1:
+			x, y := ordered()
+			r = relationship("group", x, "member", "group", y, "member")
+		case 2:
+			r = relationship("folder", pick(), "viewer", "group", pick(), "member")
+		case 3:
+			x, y := ordered()
+			r = relationship("folder", x, "parent", "folder", y, "")
+		case 4:
+			r = relationship("document", pick(), "parent", "folder", pick(), "")
+		default:
+			r = relationship("group", pick(), "member", "user", pick(), "")
+			r.OptionalCaveat = &v1.ContextualizedCaveat{CaveatName: "weekday"}
+		}
+		op := v1.RelationshipUpdate_OPERATION_TOUCH
+		if rnd.IntN(3) == 0 {
+			op = v1.RelationshipUpdate_OPERATION_DELETE
+		}
+		resp, err := ts.perms.WriteRelationships(ctxT(t), &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{update(op, r)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.GetWrittenAt()
+	}
+	lastRev, _ := decodeToken(last)
+	changes := 0
+	for {
+		resp, err := watch.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := resp.GetChange(); c != nil {
+			changes++
+			key := c.GetResource().GetObjectId() + "@" + c.GetSubject().GetObject().GetObjectId()
+			ship := v1.CheckPermissionResponse_Permissionship(c.GetPermissionship())
+			if have[key] == ship || (ship == v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION && have[key] == 0) {
+				t.Fatalf("change %v repeats the state", c)
+			}
+			if ship == v1.CheckPermissionResponse_PERMISSIONSHIP_NO_PERMISSION {
+				delete(have, key)
+			} else {
+				have[key] = ship
+			}
+			continue
+		}
+		at := resp.GetCompletedRevision()
+		if want := state(at); !maps.Equal(have, want) {
+			t.Fatalf("at %s the watched permissions %v differ from the checks %v", at.GetToken(), have, want)
+		}
+		if rev, _ := decodeToken(at); rev >= lastRev {
+			break
+		}
+	}
+
+	if changes < 5 {
+		t.Fatalf("only %d changes streamed: the history tests too little", changes)
+	}
+
+	// A permission not configured is refused, naming the flag to configure it.
+	bad, err := client.WatchPermissions(ctxT(t), &mv0.WatchPermissionsRequest{Permissions: []*mv0.WatchedPermission{{ResourceType: "folder", Permission: "view", SubjectType: "user"}}})
+	if err == nil {
+		_, err = bad.Recv()
+	}
+	st := wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if !strings.Contains(st.Message(), "--materialize folder#view@user") {
+		t.Errorf("message %q", st.Message())
+	}
+}

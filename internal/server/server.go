@@ -58,7 +58,7 @@ type Server struct {
 	index     *materialize.Index
 	stopIndex func()
 	// permsets answers the Materialize API (materialize_api.go).
-	permsets *materialize.PermissionSets
+	permsets  *materialize.PermissionSets
 	tracer    trace.Tracer
 	generated string
 	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.

@@ -153,6 +153,7 @@ var domain = []Rule{
 	// Materialize: a configured permission the schema cannot stream (an unknown type
 	// or permission matched the schema's rules above, as SpiceDB answers those).
 	{fp, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*materialize.TargetError](nil)},
+	{fp, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*materialize.BreakingError](nil)},
 	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*materialize.TargetSyntaxError](nil)},
 
 	// Zedtokens and snap tokens.
