@@ -57,6 +57,8 @@ func (s *Server) schemaAtRevision(ctx context.Context, rev store.Revision) (*ir.
 func (s *Server) registerMaterialize(g *grpc.Server) {
 	g.RegisterService(invalidOnDecodeError(&mv0.WatchPermissionSetsService_ServiceDesc), &permissionSetsService{s: s})
 	g.RegisterService(invalidOnDecodeError(&mv0.WatchPermissionsService_ServiceDesc), &watchPermissionsService{s: s})
+	g.RegisterService(invalidOnDecodeError(&mv0.RoaringLookupResourcesService_ServiceDesc), &roaringService{s: s})
+	g.RegisterService(invalidOnDecodeError(&mv0.RelationshipsService_ServiceDesc), &relationshipsService{s: s})
 }
 
 // permissionSetsService implements WatchPermissionSetsService.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	mv0 "github.com/authzed/authzed-go/proto/authzed/api/materialize/v0"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc/codes"
@@ -480,4 +481,66 @@ func TestMaterializeWatchPermissions(t *testing.T) {
 	if !strings.Contains(st.Message(), "--materialize folder#view@user") {
 		t.Errorf("message %q", st.Message())
 	}
+}
+
+// TestMaterializeExperimental: ExperimentalRoaringLookupResources answers
+// LookupResources as a portable roaring64 bitmap, refusing ids it cannot hold; and
+// ExperimentalCountRelationshipsByFilter counts what ReadRelationships reads.
+func TestMaterializeExperimental(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, materializeSchema)
+	ts.write(t,
+		relationship("group", "eng", "member", "user", "1", ""),
+		relationship("folder", "9", "viewer", "group", "eng", "member"),
+		relationship("document", "17592186044415", "parent", "folder", "9", ""),
+		relationship("document", "3", "viewer", "user", "1", ""),
+		relationship("document", "4", "editor", "user", "2", ""),
+	)
+	roaring := mv0.NewRoaringLookupResourcesServiceClient(ts.conn)
+	resp, err := roaring.ExperimentalRoaringLookupResources(ctxT(t), &mv0.ExperimentalRoaringLookupResourcesRequest{
+		Consistency: fullyConsistent(), ResourceObjectType: "document", Permission: "view", Subject: sub("user", "1", ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := roaring64.New()
+	if err := bm.UnmarshalBinary(resp.GetBitmap()); err != nil {
+		t.Fatal(err)
+	}
+	if got := bm.ToArray(); !slices.Equal(got, []uint64{3, 17592186044415}) || resp.GetCardinality() != 2 || resp.GetAtRevision() == nil {
+		t.Fatalf("bitmap %v cardinality %d at %v", got, resp.GetCardinality(), resp.GetAtRevision())
+	}
+	for _, id := range []string{"007", "17592186044416", "x"} {
+		ts.write(t, relationship("document", id, "viewer", "user", "1", ""))
+		_, err := roaring.ExperimentalRoaringLookupResources(ctxT(t), &mv0.ExperimentalRoaringLookupResourcesRequest{
+			Consistency: fullyConsistent(), ResourceObjectType: "document", Permission: "view", Subject: sub("user", "1", ""),
+		})
+		st := wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+		if !strings.Contains(st.Message(), "document:"+id+" is not a canonical decimal integer of at most 44 bits") {
+			t.Errorf("message %q", st.Message())
+		}
+		resp, err := ts.perms.WriteRelationships(ctxT(t), &v1.WriteRelationshipsRequest{Updates: []*v1.RelationshipUpdate{update(v1.RelationshipUpdate_OPERATION_DELETE, relationship("document", id, "viewer", "user", "1", ""))}})
+		if err != nil || resp == nil {
+			t.Fatal(err)
+		}
+	}
+
+	count := mv0.NewRelationshipsServiceClient(ts.conn)
+	for _, tc := range []struct {
+		filter *v1.RelationshipFilter
+		want   uint64
+	}{
+		{&v1.RelationshipFilter{ResourceType: "document"}, 3},
+		{&v1.RelationshipFilter{ResourceType: "document", OptionalRelation: "viewer"}, 1},
+		{&v1.RelationshipFilter{OptionalSubjectFilter: &v1.SubjectFilter{SubjectType: "user"}}, 3},
+	} {
+		resp, err := count.ExperimentalCountRelationshipsByFilter(ctxT(t), &mv0.ExperimentalCountRelationshipsByFilterRequest{RelationshipFilter: tc.filter})
+		if err != nil || resp.GetRelationshipCount() != tc.want || resp.GetReadAt() == nil {
+			t.Errorf("%v: got %v, %v, want %d", tc.filter, resp, err, tc.want)
+		}
+	}
+	_, err = count.ExperimentalCountRelationshipsByFilter(ctxT(t), &mv0.ExperimentalCountRelationshipsByFilterRequest{RelationshipFilter: &v1.RelationshipFilter{ResourceType: "doc"}})
+	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION)
+	_, err = count.ExperimentalCountRelationshipsByFilter(ctxT(t), &mv0.ExperimentalCountRelationshipsByFilterRequest{RelationshipFilter: &v1.RelationshipFilter{}})
+	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_FILTER)
 }
