@@ -61,6 +61,7 @@ var requestRules = []apierr.Rule{
 	{Code: codes.InvalidArgument, Match: apierr.As[*lookupRequestError](nil)},
 	{Code: codes.FailedPrecondition, Match: apierr.As[*notConfiguredError](nil)},
 	{Code: codes.FailedPrecondition, Match: apierr.As[*roaringIDError](nil)},
+	{Code: codes.FailedPrecondition, Match: apierr.As[downloadUnavailableError](nil)},
 	{Code: codes.NotFound, Match: apierr.As[*noSchemaError](nil)},
 	// Relationship syntax, checked before the schema is consulted.
 	{Code: codes.InvalidArgument, Match: apierr.As[*malformedRelationshipError](nil)},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	mv0 "github.com/authzed/authzed-go/proto/authzed/api/materialize/v0"
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/store/postgres"
@@ -543,4 +545,70 @@ func TestMaterializeExperimental(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNKNOWN_DEFINITION)
 	_, err = count.ExperimentalCountRelationshipsByFilter(ctxT(t), &mv0.ExperimentalCountRelationshipsByFilterRequest{RelationshipFilter: &v1.RelationshipFilter{}})
 	wantCode(t, err, codes.InvalidArgument, v1.ErrorReason_ERROR_REASON_INVALID_FILTER)
+}
+
+// TestMaterializeDownload: DownloadPermissionSets answers with a signed, expiring URL
+// on the HTTP listener whose body is the lookup's permission sets at the revision.
+func TestMaterializeDownload(t *testing.T) {
+	ts := start(t, func(c *Config) {
+		c.Materialize = []materialize.Target{{Resource: "document", Permission: "view", SubjectType: "user"}}
+	})
+	ts.writeSchema(t, materializeSchema)
+	at := ts.write(t,
+		relationship("group", "eng", "member", "user", "ann", ""),
+		relationship("document", "d", "viewer", "group", "eng", "member"),
+		relationship("document", "e", "editor", "user", "bob", ""),
+	)
+	client := mv0.NewWatchPermissionSetsServiceClient(ts.conn)
+	resp, err := client.DownloadPermissionSets(ctxT(t), &mv0.DownloadPermissionSetsRequest{OptionalAtRevision: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetAtRevision().GetToken() != at.GetToken() || len(resp.GetFiles()) != 1 {
+		t.Fatalf("response %v", resp)
+	}
+	ts.write(t, relationship("document", "f", "viewer", "user", "cat", "")) // after the revision: not in the file
+	get := func(u string) (int, string) {
+		req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.StatusCode, string(b)
+	}
+	code, body := get(resp.GetFiles()[0].GetUrl())
+	if code != http.StatusOK {
+		t.Fatalf("GET: %d %s", code, body)
+	}
+	got := map[setRow]bool{}
+	for line := range strings.Lines(body) {
+		var c mv0.PermissionSetChange
+		if err := protojson.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatal(err)
+		}
+		got[rowOf(&c)] = true
+	}
+	want, _ := lookupSets(t, client, at, 100)
+	if !maps.Equal(got, want) || len(got) != 3 {
+		t.Fatalf("downloaded %v, lookup %v", got, want)
+	}
+	tampered := strings.Replace(resp.GetFiles()[0].GetUrl(), "expires=", "expires=9", 1)
+	if code, body := get(tampered); code != http.StatusForbidden || !strings.Contains(body, "not one this server signed") {
+		t.Errorf("tampered URL: %d %s", code, body)
+	}
+
+	noHTTP := start(t, func(c *Config) { c.HTTPAddr = ""; c.Datastore = ts.srv.store })
+	_, err = mv0.NewWatchPermissionSetsServiceClient(noHTTP.conn).DownloadPermissionSets(ctxT(t), &mv0.DownloadPermissionSetsRequest{})
+	st := wantCode(t, err, codes.FailedPrecondition, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if !strings.Contains(st.Message(), "--http-addr") {
+		t.Errorf("message %q", st.Message())
+	}
 }

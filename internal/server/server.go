@@ -57,10 +57,13 @@ type Server struct {
 	// when it is off.
 	index     *materialize.Index
 	stopIndex func()
-	// permsets answers the Materialize API (materialize_api.go).
-	permsets  *materialize.PermissionSets
-	tracer    trace.Tracer
-	generated string
+	// permsets answers the Materialize API (materialize_api.go); signKey, made once,
+	// signs its download URLs.
+	permsets        *materialize.PermissionSets
+	downloadKeyOnce sync.Once
+	signKey         []byte
+	tracer          trace.Tracer
+	generated       string
 	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.
 	generatedPath string
 	auth          *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
