@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/engine/enginetest"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
@@ -220,5 +221,114 @@ definition document {
 	ts, err := ParseTargets("// streamed\ndocument#view@user, group#member@user\n\n# again\ndocument#view@user\n")
 	if err != nil || len(ts) != 2 || ValidateTargets(s, ts) != nil {
 		t.Fatalf("got %v, %v", ts, err)
+	}
+}
+
+// TestHistoryGone: a watch or lookup of a revision the store no longer keeps fails
+// telling the client what to do, and is still store.ErrRevisionGone.
+func TestHistoryGone(t *testing.T) {
+	ctx := context.Background()
+	ms := memory.New(memory.Options{GCWindow: time.Hour, GCInterval: -1})
+	defer ms.Close()
+	s, err := schema.Compile("definition user {}\ndefinition group { relation member: user | group#member }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPermissionSets(ms, func(context.Context, store.Revision) (*ir.Schema, error) { return s, nil }, nil)
+	x := rel.Relationship{Resource: rel.ObjectRef{Type: "group", ID: "g"}, Relation: "member", Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: "u"}}}
+	old, err := ms.Write(ctx, nil, []store.Update{{Op: store.Touch, Relationship: x}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms.Write(ctx, nil, []store.Update{{Op: store.Delete, Relationship: x}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms.GC(time.Now().Add(2 * time.Hour))
+	for what, err := range map[string]error{
+		"lookup": p.Lookup(ctx, old, LookupPosition{}, func(Pair, LookupPosition) bool { return true }),
+		"watch": func() error {
+			for _, err := range p.Watch(ctx, ms, old-1, 0) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}(),
+	} {
+		if !errors.Is(err, store.ErrRevisionGone) || !strings.Contains(err.Error(), "run LookupPermissionSets again") {
+			t.Errorf("%s: got %v", what, err)
+		}
+	}
+}
+
+// TestSetsAgreeWithChecks: on random schemas without caveats or expiration, a subject
+// reaches a target's set through the permission sets (AuthZed's join: its member rows,
+// then child sets upwards) exactly when a check says it has the permission.
+func TestSetsAgreeWithChecks(t *testing.T) {
+	ctx := context.Background()
+	eng := engine.New(engine.Config{})
+	compared := 0
+	for seed := range uint64(80) {
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.Options{Nested: true, Acyclic: true})
+		text := g.Schema()
+		s, err := schema.Compile(text)
+		if err != nil {
+			continue
+		}
+		targets := validTargets(s, g.Rnd)
+		if len(targets) == 0 {
+			continue
+		}
+		ms := memory.New(memory.Options{GCInterval: -1})
+		var updates []store.Update
+		for _, x := range g.Relationships(40, time.Now()) {
+			updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
+		}
+		rev, err := ms.Write(ctx, nil, updates, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewPermissionSets(ms, func(context.Context, store.Revision) (*ir.Schema, error) { return s, nil }, targets)
+		table := lookupAll(t, p, rev, 1000)
+		r, err := ms.Reader(ctx, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range targets {
+			for _, sid := range enginetest.IDs(tg.SubjectType) {
+				in := map[SetRef]bool{}
+				for pr := range table {
+					if !pr.Child.IsSet && pr.Child.Type == tg.SubjectType && pr.Child.Relation == "" && (pr.Child.ID == sid || pr.Child.ID == rel.Wildcard) {
+						in[pr.Set] = true
+					}
+				}
+				for grew := true; grew; {
+					grew = false
+					for pr := range table {
+						if pr.Child.IsSet && in[SetRef{pr.Child.Type, pr.Child.ID, pr.Child.Relation}] && !in[pr.Set] {
+							in[pr.Set], grew = true, true
+						}
+					}
+				}
+				for _, id := range enginetest.IDs(tg.Resource) {
+					res, err := eng.Check(ctx, s, r, engine.CheckRequest{
+						Resource: rel.ObjectRef{Type: tg.Resource, ID: id}, Permission: tg.Permission,
+						Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: tg.SubjectType, ID: sid}},
+					})
+					if err != nil {
+						continue
+					}
+					compared++
+					got := in[SetRef{tg.Resource, id, tg.Permission}]
+					if want := res.Membership == engine.HasPermission; got != want {
+						t.Fatalf("seed %d schema\n%s\n%s:%s#%s@%s:%s: the sets say %v, a check %v\nsets:\n%s", seed, text, tg.Resource, id, tg.Permission, tg.SubjectType, sid, got, res.Membership, pairLines(table))
+					}
+				}
+			}
+		}
+		ms.Close()
+	}
+	if compared < 500 {
+		t.Fatalf("only %d checks compared", compared)
 	}
 }

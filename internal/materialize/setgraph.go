@@ -27,7 +27,8 @@ import (
 // The nodes are the index's recursive relations (all their member types) and the
 // configured targets with every set on their paths (members of the targets' subject
 // types). Intersections, exclusions and `.all()` arrows cannot be unions of sets: a
-// target whose path has one is refused.
+// target whose path has one is refused, and a recursive relation whose path has one
+// is not streamed.
 type setGraph struct {
 	nodes map[relKey]*setNode
 	// byRel lists, for each relation, the sets its relationships contribute to.
@@ -73,7 +74,12 @@ func newSetGraph(s *ir.Schema, targets []Target) (*setGraph, []*TargetError) {
 	var bad []*TargetError
 	b := &graphBuilder{s: s, g: g}
 	for _, r := range recursiveRelations(s) {
-		b.need(relKey{r.Def.Name, r.Name}, "")
+		// A recursive relation holding a set that is no union of sets (a subject set
+		// of a permission with an exclusion) is left to evaluation: its sets would
+		// not be exact.
+		if unionOnly(r, map[*ir.Relation]bool{}) == "" {
+			b.need(relKey{r.Def.Name, r.Name}, "")
+		}
 	}
 	for _, t := range targets {
 		if err := b.target(t); err != nil {
@@ -208,12 +214,25 @@ func (n *setNode) addSource(s source) {
 	}
 }
 
-// unionOnly says why r's rewrite is not a union of relations and `->` arrows ("" when it is).
+// unionOnly says why a set of r would not be a union of sets ("" when it would): r,
+// or a set it holds (a subject set its relations admit, what its rewrite names, an
+// arrow's target), is a permission with an intersection, an exclusion or an `.all()`
+// arrow.
 func unionOnly(r *ir.Relation, seen map[*ir.Relation]bool) string {
-	if !r.IsPermission() || seen[r] {
+	if seen[r] {
 		return ""
 	}
 	seen[r] = true
+	if !r.IsPermission() {
+		for _, a := range r.Allowed {
+			if a.Rel != nil {
+				if why := unionOnly(a.Rel, seen); why != "" {
+					return why
+				}
+			}
+		}
+		return ""
+	}
 	var why string
 	var visit func(x *ir.Expr)
 	visit = func(x *ir.Expr) {
