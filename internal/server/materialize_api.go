@@ -98,6 +98,9 @@ func (p *permissionSetsService) WatchPermissionSets(req *mv0.WatchPermissionSets
 	if err != nil {
 		return s.status(err)
 	}
+	if err := s.permsets.Check(ctx, after); err != nil {
+		return s.status(err)
+	}
 	snd := startWatchSender(stream.Send)
 	err = func() error {
 		for ev, err := range s.permsets.Watch(ctx, watcher, after, watchCheckpointInterval) {

@@ -345,6 +345,13 @@ func TestMaterializeBadInput(t *testing.T) {
 		t.Errorf("message %q", st.Message())
 	}
 
+	// The API keys guard it as they guard the rest.
+	anonConn := dial(t, ts.grpcAddr, "")
+	t.Cleanup(func() { _ = anonConn.Close() })
+	anon := mv0.NewWatchPermissionSetsServiceClient(anonConn)
+	_, err = anon.DownloadPermissionSets(ctxT(t), &mv0.DownloadPermissionSetsRequest{})
+	wantCode(t, err, codes.Unauthenticated, v1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+
 	// A configuration the schema cannot stream is refused at start.
 	for _, tc := range []struct {
 		target materialize.Target
