@@ -231,7 +231,7 @@ type SetEvent struct {
 
 // ErrHistoryGone: a watch or lookup asked for a revision older than the history the
 // store keeps. It wraps store.ErrRevisionGone.
-var ErrHistoryGone = fmt.Errorf("%w: the permission sets are not kept that far back; resume from a newer token, or run LookupPermissionSets again and watch from its revision", store.ErrRevisionGone)
+var ErrHistoryGone = fmt.Errorf("%w: the permission sets are not kept that far back; run LookupPermissionSets again from the start (no cursor) and watch from its revision, or resume a watch from a newer token it sent", store.ErrRevisionGone)
 
 // Watch yields the changes of the permission sets after revision after, in revision
 // order: each revision's changes, then its EventCompleted; an idle store's
