@@ -163,8 +163,8 @@ func (e *lookupRequestError) Error() string { return e.msg }
 
 // LookupPermissionSets streams the permission sets at a revision (the cursor's, else
 // optional_at_revision, else the head), limit pairs per call, each with the cursor
-// that resumes after it; the last pair of the sets has completed_members set. A call
-// that sends fewer than limit pairs has sent the last.
+// that resumes after it; the last pair of the sets has completed_members set (so
+// does a call that sends fewer than limit).
 func (p *permissionSetsService) LookupPermissionSets(req *mv0.LookupPermissionSetsRequest, stream mv0.WatchPermissionSetsService_LookupPermissionSetsServer) error {
 	s := p.s
 	ctx := stream.Context()
@@ -207,10 +207,16 @@ func (p *permissionSetsService) LookupPermissionSets(req *mv0.LookupPermissionSe
 		return s.status(&invalidCursorError{"the cursor was issued for another schema or configuration of the permission sets"})
 	}
 	tok := tokenFor(rev)
+	// Each pair is sent once the next is known, so that the last one says it is.
 	var pending *mv0.LookupPermissionSetsResponse
 	var sent uint32
+	more := false
 	err = s.permsets.Lookup(ctx, rev, pos, func(pr materialize.Pair, next materialize.LookupPosition) bool {
 		if pending != nil {
+			if sent == limit {
+				more = true
+				return false
+			}
 			if err = stream.Send(pending); err != nil {
 				return false
 			}
@@ -220,7 +226,7 @@ func (p *permissionSetsService) LookupPermissionSets(req *mv0.LookupPermissionSe
 			Change: setChange(pr, true, tok),
 			Cursor: &mv0.Cursor{Limit: limit, Token: tok, StartingIndex: offset + sent, StartingKey: pr.Set.Type, Cursor: encodeSetCursor(next, graphSig)},
 		}
-		return sent < limit
+		return true
 	})
 	if err != nil {
 		return s.status(err)
@@ -228,9 +234,7 @@ func (p *permissionSetsService) LookupPermissionSets(req *mv0.LookupPermissionSe
 	if pending == nil {
 		return nil
 	}
-	if sent < limit {
-		pending.Cursor.CompletedMembers = true
-	}
+	pending.Cursor.CompletedMembers = !more
 	return s.status(stream.Send(pending))
 }
 

@@ -60,6 +60,7 @@ func lookupSets(t *testing.T, c mv0.WatchPermissionSetsServiceClient, at *v1.Zed
 	rows := map[setRow]bool{}
 	var cursor *mv0.Cursor
 	var tok *v1.ZedToken
+	done := false
 	for calls := 0; ; calls++ {
 		if calls > 1000 {
 			t.Fatal("LookupPermissionSets does not end")
@@ -87,7 +88,13 @@ func lookupSets(t *testing.T, c mv0.WatchPermissionSetsServiceClient, at *v1.Zed
 				t.Fatalf("lookup sent %v", resp.GetChange().GetOperation())
 			}
 			rows[r] = true
-			cursor, tok = resp.GetCursor(), resp.GetCursor().GetToken()
+			if done {
+				t.Fatalf("%v sent after completed_members", r)
+			}
+			cursor, tok, done = resp.GetCursor(), resp.GetCursor().GetToken(), resp.GetCursor().GetCompletedMembers()
+		}
+		if n > 0 && n < limit && !done {
+			t.Fatalf("a call sent %d of %d pairs, the last without completed_members", n, limit)
 		}
 		if n < limit {
 			return rows, tok
