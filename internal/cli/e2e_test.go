@@ -297,6 +297,8 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		},
 		{[]string{"serve", "--otel-provider", "jaeger", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, `--otel-provider "jaeger": expected none, otlpgrpc or otlphttp`},
 		{[]string{"serve", "--otel-provider", "otlpgrpc", "--otel-sample-ratio", "2", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "--otel-sample-ratio 2"},
+		{[]string{"serve", "--materialize", "document#view", "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "--materialize: materialize configuration entry \"document#view\": no `@` before the subject type"},
+		{[]string{"serve", "--materialize-file", filepath.Join(t.TempDir(), "none"), "--grpc-addr", "127.0.0.1:0", "--http-addr", "-"}, "--materialize-file: open"},
 	} {
 		r := latch(t, tc.args...)
 		if r.code != 1 || !strings.Contains(r.err, tc.want) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/latch-authz/latch/internal/cluster"
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/logging"
+	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/runtime/gcpace"
 	"github.com/latch-authz/latch/internal/server"
 )
@@ -27,6 +29,8 @@ func newServeCommand(env Env) *cobra.Command {
 	var logLevel, logFormat string
 	var playgroundEnabled bool
 	var materializeEnabled bool
+	var materializeTargets []string
+	var materializeFile string
 	var otel otelFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -95,6 +99,9 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 				cfg.MaxStalenessPercent = -1 // the flag's 0 means no smearing; Config's 0 means the default
 			}
 			cfg.MaterializeDisabled = !materializeEnabled
+			if cfg.Materialize, err = readMaterializeTargets(materializeTargets, materializeFile); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tp, err := otel.tracerProvider(ctx)
@@ -158,6 +165,10 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	indexSize.text = fmt.Sprintf("%dMiB", server.DefaultMaterializeMaxBytes>>20)
 	fs.Var(indexSize, "materialize-max-bytes",
 		"memory bound of the index of nested sets: bytes, a size (512MiB) or a share of memory (5%); past it, members and ancestors are dropped and those checks are evaluated")
+	fs.StringSliceVar(&materializeTargets, "materialize", nil,
+		"permissions the Materialize API (authzed.api.materialize.v0) streams as permission sets, resource#permission@subject_type (repeat the flag or separate with commas), beside the recursive relations it always streams")
+	fs.StringVar(&materializeFile, "materialize-file", "",
+		"file of --materialize entries, one per line (or comma-separated; blank lines and lines starting with # or // are ignored)")
 	fs.BoolVar(&cfg.Cluster.Enabled, "dispatch-cluster-enabled", false, "run as one node of a cluster over a shared postgres or cockroachdb datastore, routing subproblems to the nodes that own them")
 	fs.StringVar(&cfg.Cluster.Addr, "dispatch-cluster-addr", server.DefaultClusterAddr, "where this node's internal dispatch service listens; also how it finds itself among the members (beyond loopback it needs --dispatch-cluster-tls-cert-path or --dispatch-cluster-insecure-plaintext)")
 	fs.BoolVar(&cfg.Cluster.InsecurePlaintext, "dispatch-cluster-insecure-plaintext", false, "allow a --dispatch-cluster-addr beyond loopback without TLS, on a network only the nodes can reach (the cluster key then crosses it in clear)")
@@ -281,4 +292,21 @@ func newLogHandler(w io.Writer, level, format string) (slog.Handler, error) {
 		return slog.NewJSONHandler(w, opts), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
+}
+
+// readMaterializeTargets parses the --materialize entries and those of the file.
+func readMaterializeTargets(entries []string, file string) ([]materialize.Target, error) {
+	text := strings.Join(entries, "\n")
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--materialize-file: %w", err)
+		}
+		text += "\n" + string(b)
+	}
+	targets, err := materialize.ParseTargets(text)
+	if err != nil {
+		return nil, fmt.Errorf("--materialize: %w", err)
+	}
+	return targets, nil
 }

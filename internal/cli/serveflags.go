@@ -35,7 +35,7 @@ var serveFlagGroups = []struct {
 	{"Cache, index and admission", []string{
 		"dispatch-cache-max-bytes", "dispatch-cache-max-cost", "dispatch-cache-enabled", "max-inflight-checks", "max-inflight-lookups",
 		"max-queued-checks", "max-queued-lookups", "admission-wait", "stream-stall-timeout", "max-watch-streams", "max-tenants",
-		"materialize-enabled", "materialize-max-bytes",
+		"materialize-enabled", "materialize-max-bytes", "materialize", "materialize-file",
 	}},
 	{"Observability", []string{
 		"log-level", "log-format", "metrics-addr", "metrics-enabled", "metrics-preshared-key", "pprof",

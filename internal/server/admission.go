@@ -25,7 +25,7 @@ import (
 // small limit of its own that yields to the API. Every surface takes its calls through
 // the same limiters (gRPC, and the gateway through it, here; the HTTP surfaces through
 // httpSurface) and renders a refusal, an *overloadError, in its own shape. Watch streams
-// (bounded by watchLimit) and health checks are not admitted: they are long-lived or
+// (Watch and Materialize's, bounded together by watchLimit) and health checks are not admitted: they are long-lived or
 // must answer under overload.
 
 // admissionClass names a limiter in metrics and messages.
@@ -49,6 +49,10 @@ var expensiveMethods = []string{
 	"/authzed.api.v1.PermissionsService/ExportBulkRelationships",
 	"/authzed.api.v1.ExperimentalService/BulkImportRelationships",
 	"/authzed.api.v1.ExperimentalService/BulkExportRelationships",
+	"/authzed.api.materialize.v0.WatchPermissionSetsService/LookupPermissionSets",
+	"/authzed.api.materialize.v0.WatchPermissionSetsService/DownloadPermissionSets",
+	"/authzed.api.materialize.v0.RoaringLookupResourcesService/ExperimentalRoaringLookupResources",
+	"/authzed.api.materialize.v0.RelationshipsService/ExperimentalCountRelationshipsByFilter",
 }
 
 // limiter admits up to cap requests at once and queues up to queue more, each for at
@@ -210,7 +214,9 @@ func (a *admission) guard(surf httpSurface, next http.Handler) http.Handler {
 func (a *admission) limiterFor(method string) *limiter {
 	switch {
 	case strings.HasPrefix(method, "/grpc.health."), strings.HasPrefix(method, "/grpc.reflection."),
-		method == "/authzed.api.v1.WatchService/Watch":
+		method == "/authzed.api.v1.WatchService/Watch",
+		method == "/authzed.api.materialize.v0.WatchPermissionSetsService/WatchPermissionSets",
+		method == "/authzed.api.materialize.v0.WatchPermissionsService/WatchPermissions":
 		return nil
 	}
 	for _, m := range expensiveMethods {

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -135,6 +136,9 @@ type Config struct {
 	// relations; MaterializeMaxBytes bounds its memory (0: the default).
 	MaterializeDisabled bool
 	MaterializeMaxBytes int64
+	// Materialize are the permissions the Materialize API streams (`--materialize
+	// resource#permission@subject_type`), beside the recursive relations it always does.
+	Materialize []materialize.Target
 
 	// MaxDepth bounds check recursion (0: the engine's default, 50).
 	MaxDepth int

@@ -58,6 +58,10 @@ var requestRules = []apierr.Rule{
 	{Code: codes.Unimplemented, Match: apierr.As[*unsupportedError](nil)},
 	{Code: codes.InvalidArgument, Match: apierr.As[*counterNameError](nil)},
 	{Code: codes.InvalidArgument, Match: apierr.As[*watchRequestError](nil)},
+	{Code: codes.InvalidArgument, Match: apierr.As[*lookupRequestError](nil)},
+	{Code: codes.FailedPrecondition, Match: apierr.As[*notConfiguredError](nil)},
+	{Code: codes.FailedPrecondition, Match: apierr.As[*roaringIDError](nil)},
+	{Code: codes.FailedPrecondition, Match: apierr.As[downloadUnavailableError](nil)},
 	{Code: codes.NotFound, Match: apierr.As[*noSchemaError](nil)},
 	// Relationship syntax, checked before the schema is consulted.
 	{Code: codes.InvalidArgument, Match: apierr.As[*malformedRelationshipError](nil)},

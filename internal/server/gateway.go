@@ -65,6 +65,7 @@ func (s *Server) newGateway() error {
 	if err != nil {
 		return err
 	}
+	handler = s.withDownloads(handler)
 	s.closePermify = closePermify
 	if s.cfg.playgroundEnabled() {
 		s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth, Timeout: s.cfg.PlaygroundTimeout, Key: s.cfg.PlaygroundPresharedKey})

@@ -57,8 +57,13 @@ type Server struct {
 	// when it is off.
 	index     *materialize.Index
 	stopIndex func()
-	tracer    trace.Tracer
-	generated string
+	// permsets answers the Materialize API (materialize_api.go); signKey, made once,
+	// signs its download URLs.
+	permsets        *materialize.PermissionSets
+	downloadKeyOnce sync.Once
+	signKey         []byte
+	tracer          trace.Tracer
+	generated       string
 	// generatedPath is the file that keeps the generated key; "" when nothing keeps it.
 	generatedPath string
 	auth          *authenticator // the API keys, shared by gRPC, the gateway and Permify's API
@@ -146,6 +151,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if !cfg.MaterializeDisabled {
 		ecfg.Index = s.startIndex()
+	}
+	if err := s.startPermissionSets(context.Background()); err != nil {
+		s.Close()
+		return nil, err
 	}
 	s.engine = engine.New(ecfg)
 	s.metrics.registerReads(s.store)
@@ -277,6 +286,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 	g.RegisterService(invalidOnDecodeError(&v1.SchemaService_ServiceDesc), schemas)
 	g.RegisterService(invalidOnDecodeError(&v1.ExperimentalService_ServiceDesc), &experimentalService{perms: perms, schema: schemas})
 	g.RegisterService(invalidOnDecodeError(&v1.WatchService_ServiceDesc), &watchService{s: s})
+	s.registerMaterialize(g)
 	s.health = health.NewServer()
 	for _, name := range healthServices {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)

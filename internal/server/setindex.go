@@ -7,8 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latch-authz/latch/internal/materialize"
-	"github.com/latch-authz/latch/internal/schema/ir"
-	"github.com/latch-authz/latch/internal/store"
 )
 
 // startIndex starts the index of nested sets over the server's store, with its
@@ -23,14 +21,8 @@ func (s *Server) startIndex() *materialize.Index {
 		wait, checkpoints = -1, 100*time.Millisecond
 	}
 	x := materialize.New(materialize.Config{
-		Store: s.store,
-		SchemaAt: func(ctx context.Context, rev store.Revision) (*ir.Schema, error) {
-			r, err := s.store.Reader(ctx, rev)
-			if err != nil {
-				return nil, err
-			}
-			return s.schemas.atRevision(ctx, r)
-		},
+		Store:    s.store,
+		SchemaAt: s.schemaAtRevision,
 		MaxBytes: s.cfg.MaterializeMaxBytes,
 		// A minimize_latency read may pick a revision up to a window (and its
 		// smearing) after the revision stopped being the newest.

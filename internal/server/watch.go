@@ -65,7 +65,7 @@ func (w *watchService) Watch(req *v1.WatchRequest, stream v1.WatchService_WatchS
 	if err != nil {
 		return w.s.status(err)
 	}
-	snd := startWatchSender(stream)
+	snd := startWatchSender(stream.Send)
 	err = pumpWatch(ctx, watcher.Watch(ctx, after, plan.storeOptions()), plan, snd)
 	cancel() // ends the store's watch before waiting for the sender
 	return w.s.status(snd.finish(err))
@@ -96,7 +96,7 @@ func (s *Server) watchStart(ctx context.Context, cursor *v1.ZedToken) (store.Rev
 
 // pumpWatch turns the store's changes into responses and queues them for sending,
 // until the watch fails, the client goes away or the buffer stays full.
-func pumpWatch(ctx context.Context, changes func(func(store.Change, error) bool), plan *watchPlan, snd *watchSender) error {
+func pumpWatch(ctx context.Context, changes func(func(store.Change, error) bool), plan *watchPlan, snd *watchSender[*v1.WatchResponse]) error {
 	for c, err := range changes {
 		if err != nil {
 			return err
@@ -205,20 +205,21 @@ func (p *watchPlan) selects(u store.RelationshipChange) bool {
 }
 
 // watchSender sends queued responses on its own goroutine, so that a client that
-// stops reading blocks only that goroutine, never the store's watch.
-type watchSender struct {
-	out    chan *v1.WatchResponse
+// stops reading blocks only that goroutine, never the store's watch. Every watch
+// stream (Watch, and Materialize's) sends through one.
+type watchSender[T any] struct {
+	out    chan T
 	failed chan struct{} // closed when a Send failed; err says why
 	err    error
 	done   chan struct{} // closed when the goroutine ends
 }
 
-func startWatchSender(stream v1.WatchService_WatchServer) *watchSender {
-	s := &watchSender{out: make(chan *v1.WatchResponse, watchBufferSize), failed: make(chan struct{}), done: make(chan struct{})}
+func startWatchSender[T any](send func(T) error) *watchSender[T] {
+	s := &watchSender[T]{out: make(chan T, watchBufferSize), failed: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for resp := range s.out {
-			if err := stream.Send(resp); err != nil {
+			if err := send(resp); err != nil {
 				s.err = err
 				close(s.failed)
 				return
@@ -229,7 +230,7 @@ func startWatchSender(stream v1.WatchService_WatchServer) *watchSender {
 }
 
 // push queues resp, waiting up to watchBufferTimeout for room.
-func (s *watchSender) push(ctx context.Context, resp *v1.WatchResponse) error {
+func (s *watchSender[T]) push(ctx context.Context, resp T) error {
 	select {
 	case s.out <- resp:
 		return nil
@@ -253,7 +254,7 @@ func (s *watchSender) push(ctx context.Context, resp *v1.WatchResponse) error {
 // call ends with. Responses already queued are sent first, unless the client is not
 // reading: then the call ends at once, and the sender's pending Send fails when the
 // stream closes.
-func (s *watchSender) finish(err error) error {
+func (s *watchSender[T]) finish(err error) error {
 	close(s.out)
 	if errors.Is(err, store.ErrWatchLagging) {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/relcounter"
 	"github.com/latch-authz/latch/internal/schema"
@@ -148,6 +149,12 @@ var domain = []Rule{
 	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_NOT_REGISTERED, Permify{}, As[*relcounter.UnknownError](nil)},
 	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_ALREADY_REGISTERED, Permify{}, Is(store.ErrCounterExists)},
 	{fp, v1.ErrorReason_ERROR_REASON_COUNTER_NOT_REGISTERED, Permify{}, Is(store.ErrCounterUnknown)},
+
+	// Materialize: a configured permission the schema cannot stream (an unknown type
+	// or permission matched the schema's rules above, as SpiceDB answers those).
+	{fp, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*materialize.TargetError](nil)},
+	{fp, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*materialize.BreakingError](nil)},
+	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As[*materialize.TargetSyntaxError](nil)},
 
 	// Zedtokens and snap tokens.
 	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(zedtoken.ErrMalformed)},
