@@ -515,7 +515,7 @@ func TestOpenFGAHTTP(t *testing.T) {
 // modelJSON is a model as WriteAuthorizationModel's JSON body.
 func modelJSON(t *testing.T, m *openfgav1.AuthorizationModel) map[string]any {
 	t.Helper()
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(&openfgav1.WriteAuthorizationModelRequest{SchemaVersion: m.GetSchemaVersion(), TypeDefinitions: m.GetTypeDefinitions(), Conditions: m.GetConditions()})
+	raw, err := protojson.Marshal(&openfgav1.WriteAuthorizationModelRequest{SchemaVersion: m.GetSchemaVersion(), TypeDefinitions: m.GetTypeDefinitions(), Conditions: m.GetConditions()})
 	if err != nil {
 		t.Fatal(err)
 	}
