@@ -177,6 +177,9 @@ func exerciseFGA(t *testing.T, c openfgav1.OpenFGAServiceClient) (string, string
 	bad, _ := fga.ParseDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [team]\n    define editor: [user] or nothing\n")
 	_, err = c.WriteAuthorizationModel(ctx, &openfgav1.WriteAuthorizationModelRequest{StoreId: storeID, SchemaVersion: "1.1", TypeDefinitions: bad.GetTypeDefinitions()})
 	fgaCode(t, err, int32(openfgav1.ErrorCode_invalid_authorization_model))
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "team") || !strings.Contains(msg, "nothing") {
+		t.Errorf("an invalid model's message does not name both of its problems: %s", msg)
+	}
 
 	exerciseFGAWrites(t, c, storeID)
 	exerciseFGAQueries(t, c, storeID, first)
