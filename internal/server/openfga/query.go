@@ -164,22 +164,46 @@ func (s *Service) BatchCheck(ctx context.Context, req *openfgav1.BatchCheckReque
 		return nil, err
 	}
 	out := &openfgav1.BatchCheckResponse{Result: make(map[string]*openfgav1.BatchCheckSingleResult, len(req.GetChecks()))}
+	// The items without contextual tuples share the request's reader and go to the
+	// engine as one bulk check, which shares their subproblems; the others each read
+	// their own tuples.
+	var bulk []engine.CheckRequest
+	var bulkIDs []string
 	for _, item := range req.GetChecks() {
 		if ctx.Err() != nil {
 			return nil, storeError(ctx.Err())
 		}
-		out.Result[item.GetCorrelationId()] = batchItem(ctx, base, item)
+		id, tk := item.GetCorrelationId(), item.GetTupleKey()
+		if len(item.GetContextualTuples().GetTupleKeys()) > 0 {
+			snap, err := base.WithContextual(item.GetContextualTuples().GetTupleKeys())
+			var ok bool
+			if err == nil {
+				ok, err = snap.Check(ctx, tk.GetObject(), tk.GetRelation(), tk.GetUser(), item.GetContext())
+			}
+			out.Result[id] = batchResult(ok, err)
+			continue
+		}
+		cr, err := base.Model.CheckRequest(tk.GetObject(), tk.GetRelation(), tk.GetUser(), item.GetContext())
+		if err != nil {
+			out.Result[id] = batchResult(false, fgaErr(err))
+			continue
+		}
+		bulk, bulkIDs = append(bulk, cr), append(bulkIDs, id)
+	}
+	if len(bulk) > 0 {
+		for i, res := range base.Engine.CheckBulk(ctx, base.Model.Schema, base.Reader, bulk) {
+			ok, err := res.Result.Membership == engine.HasPermission, res.Err
+			if err == nil {
+				ok, err = fga.Allowed(res.Result)
+			}
+			out.Result[bulkIDs[i]] = batchResult(ok, fgaErr(err))
+		}
 	}
 	return out, nil
 }
 
-func batchItem(ctx context.Context, base *Snapshot, item *openfgav1.BatchCheckItem) *openfgav1.BatchCheckSingleResult {
-	snap, err := base.WithContextual(item.GetContextualTuples().GetTupleKeys())
-	var ok bool
-	if err == nil {
-		tk := item.GetTupleKey()
-		ok, err = snap.Check(ctx, tk.GetObject(), tk.GetRelation(), tk.GetUser(), item.GetContext())
-	}
+// batchResult is one BatchCheck item's answer: allowed, or its error.
+func batchResult(ok bool, err error) *openfgav1.BatchCheckSingleResult {
 	if err == nil {
 		return &openfgav1.BatchCheckSingleResult{CheckResult: &openfgav1.BatchCheckSingleResult_Allowed{Allowed: ok}}
 	}
