@@ -518,6 +518,27 @@ func TestOpenFGAHTTP(t *testing.T) {
 	if code != http.StatusOK || len(out["objects"].([]any)) != 1 {
 		t.Errorf("POST list-objects: %d %v", code, out)
 	}
+	resp, err := http.Post("http://"+ts.httpAddr+"/stores/"+id+"/streamed-list-objects", "application/json",
+		strings.NewReader(`{"type":"document","relation":"viewer","user":"user:anne"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("streamed-list-objects without a key: %d %s", resp.StatusCode, streamed)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+ts.httpAddr+"/stores/"+id+"/streamed-list-objects",
+		strings.NewReader(`{"type":"document","relation":"viewer","user":"user:anne"}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(streamed)) != `{"result":{"object":"document:1"}}` {
+		t.Errorf("streamed-list-objects: %d %s", resp.StatusCode, streamed)
+	}
 	code, out = fgaHTTP(t, ts, testKey, http.MethodGet, "/stores/"+id+"/nothing-here", nil)
 	if code != http.StatusNotFound || out["code"] != "undefined_endpoint" {
 		t.Errorf("an unknown path: %d %v", code, out)
