@@ -114,9 +114,19 @@ func TestOpenFGAAPI(t *testing.T) {
 			if !b.restart {
 				return
 			}
+			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": "t2"}); code != http.StatusOK {
+				t.Fatalf("creating a Permify tenant: %d %v", code, out)
+			}
 			ts.stop(t)
 			ts = start(t, mutate)
+			// OpenFGA's stores and Permify's tenants keep apart.
+			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/list", nil); code != http.StatusOK || len(out["tenants"].([]any)) != 2 {
+				t.Errorf("Permify's tenants after OpenFGA stores were made: %d %v", code, out)
+			}
 			c := fgaClient(ts)
+			if list, err := c.ListStores(ctxT(t), &openfgav1.ListStoresRequest{}); err != nil || len(list.GetStores()) != 2 {
+				t.Errorf("after a restart, ListStores: %v %v", list, err)
+			}
 			got, err := c.GetStore(ctxT(t), &openfgav1.GetStoreRequest{StoreId: storeID})
 			if err != nil || got.GetName() != "renamed" {
 				t.Fatalf("after a restart, GetStore: %v %v", got, err)
