@@ -47,11 +47,11 @@ func (st *fgaStore) reader(ctx context.Context, c openfgav1.ConsistencyPreferenc
 }
 
 func (st *fgaStore) snapshot(ctx context.Context, modelID string, c openfgav1.ConsistencyPreference) (*Snapshot, error) {
-	cm, err := st.modelFor(ctx, modelID)
+	r, err := st.reader(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	r, err := st.reader(ctx, c)
+	cm, err := st.modelFor(ctx, r, modelID)
 	if err != nil {
 		return nil, err
 	}
