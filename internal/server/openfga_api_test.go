@@ -593,3 +593,16 @@ func fgaUser(u *openfgav1.User) string {
 	}
 	return u.GetWildcard().GetType() + ":*"
 }
+
+// TestOpenFGAMetrics: OpenFGA's HTTP calls take the gRPC calls' way through the
+// server (auth, admission, metrics), so each is measured under its method and code.
+func TestOpenFGAMetrics(t *testing.T) {
+	ts := start(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0" })
+	if code, out := fgaHTTP(t, ts, testKey, http.MethodGet, "/stores/01JZZZZZZZZZZZZZZZZZZZZZZZ", nil); code != http.StatusNotFound {
+		t.Fatalf("GET of an unknown store: %d %v", code, out)
+	}
+	body := scrape(t, ts.srv.MetricsAddr())
+	if !strings.Contains(body, `latch_grpc_request_duration_seconds_count{code="Code(5002)",method="/openfga.v1.OpenFGAService/GetStore"} 1`) {
+		t.Errorf("no latency series of OpenFGA's GetStore:\n%s", body)
+	}
+}
