@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -339,6 +340,16 @@ func exerciseFGAQueries(t *testing.T, c openfgav1.OpenFGAServiceClient, storeID,
 	if !fgaCheck(t, c, req) || fgaCheck(t, c, checkReq(storeID, "document:2", "viewer", "user:eve")) {
 		t.Error("a contextual tuple did not count for its check alone")
 	}
+	req = checkReq(storeID, "document:2", "viewer", "user:eve")
+	req.ContextualTuples = &openfgav1.ContextualTupleKeys{}
+	for i := range 101 {
+		req.ContextualTuples.TupleKeys = append(req.ContextualTuples.TupleKeys, tk("group:g"+strconv.Itoa(i), "member", "user:eve"))
+	}
+	_, err := c.Check(ctx, req)
+	fgaCode(t, err, int32(openfgav1.ErrorCode_validation_error))
+	if msg := status.Convert(err).Message(); msg != "invalid ContextualTupleKeys.TupleKeys: value must contain no more than 100 item(s)" {
+		t.Errorf("101 contextual tuples: %s", msg)
+	}
 	// Conditions: the context decides, and a missing parameter is an error.
 	in, _ := structpb.NewStruct(map[string]any{"ip": "10.0.0.1"})
 	out, _ := structpb.NewStruct(map[string]any{"ip": "10.0.0.2"})
@@ -351,7 +362,7 @@ func exerciseFGAQueries(t *testing.T, c openfgav1.OpenFGAServiceClient, storeID,
 	if fgaCheck(t, c, req) {
 		t.Error("carl out of the office is an editor")
 	}
-	_, err := c.Check(ctx, checkReq(storeID, "document:3", "editor", "user:carl"))
+	_, err = c.Check(ctx, checkReq(storeID, "document:3", "editor", "user:carl"))
 	fgaCode(t, err, int32(openfgav1.ErrorCode_validation_error))
 	// A pinned model: the first has no document type.
 	req = checkReq(storeID, "document:1", "viewer", "user:anne")

@@ -45,7 +45,13 @@ func validated(m interface{ Validate() error }) error {
 	if err == nil {
 		return nil
 	}
-	return fgaError(fieldErrorCode(err.Error()), "%s", err.Error())
+	// A nested message's violation reads "invalid A.B: embedded message failed
+	// validation | caused by: invalid C.D: ..."; OpenFGA answers with the cause.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "| caused by:"); i >= 0 {
+		msg = strings.TrimSpace(msg[i+len("| caused by:"):])
+	}
+	return fgaError(fieldErrorCode(msg), "%s", msg)
 }
 
 // fieldErrorCode picks OpenFGA's specific code for a rule violation on a field

@@ -68,9 +68,6 @@ func (s *Snapshot) WithContextual(tuples []*openfgav1.TupleKey) (*Snapshot, erro
 	if len(tuples) == 0 {
 		return &Snapshot{Model: s.Model, Reader: s.base, Engine: s.baseEngine, base: s.base, baseEngine: s.baseEngine}, nil
 	}
-	if len(tuples) > maxContextualTuples {
-		return nil, fgaError(openfgav1.ErrorCode_exceeded_entity_limit, "The number of contextual tuples exceeds the allowed limit of %d", maxContextualTuples)
-	}
 	r, err := s.Model.Reader(s.base, tuples, time.Now())
 	if err != nil {
 		return nil, fgaErr(err)

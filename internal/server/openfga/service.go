@@ -25,7 +25,6 @@ const (
 	DefaultMaxTuplesPerWrite     = 100
 	DefaultListObjectsMaxResults = 1000
 	DefaultMaxChecksPerBatch     = 50
-	maxContextualTuples          = 100
 	defaultPageSize              = 50
 	maxPageSize                  = 100
 )
