@@ -88,7 +88,6 @@ var fieldRules = []struct {
 	{"Relation", "value length must be at most", openfgav1.ErrorCode_relation_too_long},
 	{"Relations", "value must contain at least", openfgav1.ErrorCode_relations_too_few_items},
 	{"StoreId", "value length must be", openfgav1.ErrorCode_store_id_invalid_length},
-	{"StoreId", "value does not match regex pattern", openfgav1.ErrorCode_store_id_invalid_length},
 	{"TupleKey", "value is required", openfgav1.ErrorCode_tuple_key_value_not_specified},
 	{"TupleKeys", "value must contain between", openfgav1.ErrorCode_tuple_keys_too_many_or_too_few_items},
 	{"Type", "value length must be at", openfgav1.ErrorCode_type_invalid_length},
