@@ -1,0 +1,283 @@
+package authzen
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"strconv"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/rel"
+)
+
+// Page sizes of the search APIs: a request's page.limit, up to maxPageSize; without
+// one, defaultPageSize.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// searchRequest is a subject, resource or action search.
+type searchRequest struct {
+	tuple
+	Page *struct {
+		Token string `json:"token"`
+		Limit *int64 `json:"limit"`
+	} `json:"page,omitempty"`
+}
+
+// page is where a search request starts and how many results it returns.
+type page struct {
+	query [8]byte // the hash of the request without its page
+	after string  // the position after the last result of the page before
+	limit int
+}
+
+// pageOf reads req's page: a token must come from a search of the same request.
+func pageOf(kind string, req searchRequest) (page, error) {
+	q := req
+	q.Page = nil
+	raw, _ := json.Marshal(q) // maps marshal sorted: equal requests hash equal
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(kind))
+	_, _ = h.Write(raw)
+	p := page{limit: defaultPageSize}
+	binary.BigEndian.PutUint64(p.query[:], h.Sum64())
+	if req.Page == nil {
+		return p, nil
+	}
+	if l := req.Page.Limit; l != nil {
+		if *l < 0 || *l > maxPageSize {
+			return p, badRequest("page.limit: %d is not between 0 and %d", *l, maxPageSize)
+		}
+		if *l > 0 {
+			p.limit = int(*l)
+		}
+	}
+	if req.Page.Token == "" {
+		return p, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(req.Page.Token)
+	if err != nil || len(b) < len(p.query) || [8]byte(b[:8]) != p.query {
+		return p, badRequest("page.token: not a token of this search (a token continues the search that returned it, with the same subject, resource, action and context)")
+	}
+	p.after = string(b[8:])
+	return p, nil
+}
+
+// token is the page token of a page that ended at after.
+func (p page) token(after string) string {
+	return base64.RawURLEncoding.EncodeToString(append(p.query[:], after...))
+}
+
+// results collects a page: add takes results until the page is full, then, given one
+// more, reports that another page follows (errPageFull ends the lookup).
+type results[T any] struct {
+	p    page
+	out  []T
+	last string // the position of the last result taken
+	more bool
+}
+
+var errPageFull = errors.New("page full")
+
+func (r *results[T]) add(v T, pos string) error {
+	if len(r.out) == r.p.limit {
+		r.more = true
+		return errPageFull
+	}
+	r.out = append(r.out, v)
+	r.last = pos
+	return nil
+}
+
+// response renders the page: its results and, when more follow, the token of the next.
+func (r *results[T]) response(err error) (any, error) {
+	if err != nil && !errors.Is(err, errPageFull) {
+		return nil, err
+	}
+	next := ""
+	if r.more {
+		next = r.p.token(r.last)
+	}
+	out := r.out
+	if out == nil {
+		out = []T{}
+	}
+	return map[string]any{"results": out, "page": map[string]any{"next_token": next, "count": len(out)}}, nil
+}
+
+func (h *Handler) decodeSearch(kind string, body []byte) (searchRequest, page, error) {
+	var req searchRequest
+	if err := decode(body, &req); err != nil {
+		return req, page{}, err
+	}
+	p, err := pageOf(kind, req)
+	return req, p, err
+}
+
+// searchSubject lists the subjects of the subject's type that may perform the action
+// on the resource: LookupSubjects, in id order, paged by the last id. Subjects whose
+// access depends on caveat context the request did not send are left out; a wildcard
+// (every subject of the type) is the result {type, id: "*"}, with the subjects it
+// does not cover in properties.excluded.
+func (h *Handler) searchSubject(ctx context.Context, d Data, body []byte) (any, error) {
+	req, p, err := h.decodeSearch("subject", body)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := d.subject(req.Subject, "subject", false)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.resource(req.Resource, "resource", true)
+	if err != nil {
+		return nil, err
+	}
+	perm, err := permission(req.Action, "action")
+	if err != nil {
+		return nil, err
+	}
+	cc, err := req.caveatContext("")
+	if err != nil {
+		return nil, err
+	}
+	if p.after == afterWildcards {
+		return (&results[entity]{p: p}).response(nil)
+	}
+	lreq := engine.LookupSubjectsRequest{
+		Resource: res, Permission: perm, SubjectType: subj.Object.Type, SubjectRelation: subj.Relation,
+		Context: cc, After: p.after,
+	}
+	pg := &results[entity]{p: p}
+	err = d.Engine.LookupSubjects(ctx, d.Schema, d.Reader, lreq, func(f engine.FoundSubject) error {
+		if f.Result.Membership != engine.HasPermission {
+			return nil
+		}
+		e := entity{Type: subj.Object.Type, ID: f.ID}
+		pos := f.ID
+		if f.ID == rel.Wildcard {
+			pos = afterWildcards
+			if ex := excluded(f.Excluded); len(ex) > 0 {
+				e.Properties = map[string]any{"excluded": ex}
+			}
+		}
+		if subj.Relation != "" && f.ID != rel.Wildcard {
+			e.ID += "#" + subj.Relation
+		}
+		return pg.add(e, pos)
+	})
+	return pg.response(err)
+}
+
+// afterWildcards is the position past a subject search's wildcard, which follows every
+// concrete subject.
+const afterWildcards = "\x7f"
+
+// excluded lists the ids a wildcard certainly does not cover; one excluded only under
+// a caveat is not listed, so the list never hides a subject that has access.
+func excluded(fs []engine.FoundSubject) []string {
+	var ids []string
+	for _, f := range fs {
+		if f.Result.Membership == engine.HasPermission {
+			ids = append(ids, f.ID)
+		}
+	}
+	return ids
+}
+
+// searchResource lists the resources of the resource's type on which the subject may
+// perform the action: LookupResources in id order, paged by the last id; resources
+// whose access depends on caveat context the request did not send are left out.
+func (h *Handler) searchResource(ctx context.Context, d Data, body []byte) (any, error) {
+	req, p, err := h.decodeSearch("resource", body)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := d.subject(req.Subject, "subject", true)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.resource(req.Resource, "resource", false)
+	if err != nil {
+		return nil, err
+	}
+	perm, err := permission(req.Action, "action")
+	if err != nil {
+		return nil, err
+	}
+	cc, err := req.caveatContext("")
+	if err != nil {
+		return nil, err
+	}
+	lreq := engine.LookupResourcesRequest{
+		ResourceType: res.Type, Permission: perm, Subject: subj, Context: cc, Ordered: true, After: p.after,
+	}
+	pg := &results[entity]{p: p}
+	err = d.Engine.LookupResources(ctx, d.Schema, d.Reader, lreq, func(f engine.FoundResource) error {
+		if f.Result.Membership != engine.HasPermission {
+			return nil
+		}
+		return pg.add(entity{Type: res.Type, ID: f.ID}, f.ID)
+	})
+	return pg.response(err)
+}
+
+// searchAction lists the permissions of the resource's definition that the subject
+// has on the resource, in the schema's order: one bulk check of them all, paged by
+// position.
+func (h *Handler) searchAction(ctx context.Context, d Data, body []byte) (any, error) {
+	req, p, err := h.decodeSearch("action", body)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := d.subject(req.Subject, "subject", true)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.resource(req.Resource, "resource", true)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := req.caveatContext("")
+	if err != nil {
+		return nil, err
+	}
+	skip := 0
+	if p.after != "" {
+		if skip, err = strconv.Atoi(p.after); err != nil || skip < 0 {
+			return nil, badRequest("page.token: not a token of this search")
+		}
+	}
+	def := d.Schema.Definition(res.Type)
+	if def == nil {
+		return nil, d.Schema.UnknownDefinition(res.Type)
+	}
+	var checks []engine.CheckRequest
+	for _, r := range def.Relations {
+		if r.IsPermission() {
+			checks = append(checks, engine.CheckRequest{Resource: res, Permission: r.Name, Subject: subj, Context: cc})
+		}
+	}
+	pg := &results[action]{p: p}
+	granted := 0
+	for i, r := range d.Engine.CheckBulk(ctx, d.Schema, d.Reader, checks) {
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		if r.Result.Membership != engine.HasPermission {
+			continue
+		}
+		granted++
+		if granted <= skip {
+			continue
+		}
+		if err := pg.add(action{Name: checks[i].Permission}, strconv.Itoa(granted)); err != nil {
+			break
+		}
+	}
+	return pg.response(nil)
+}
