@@ -66,6 +66,10 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.closePermify = closePermify
+	if handler, err = s.withOpenFGA(handler); err != nil {
+		return err
+	}
+	// AuthZEN's per-store paths sit under OpenFGA's /stores/, so it routes first.
 	handler = s.withAuthZEN(handler)
 	if s.cfg.playgroundEnabled() {
 		s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth, Timeout: s.cfg.PlaygroundTimeout, Key: s.cfg.PlaygroundPresharedKey})
