@@ -3,22 +3,27 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	openfgav1 "github.com/openfga/api/proto/openfga/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/latch-authz/latch/internal/fga"
 	"github.com/latch-authz/latch/internal/server/authzen"
 )
 
 // withAuthZEN serves the AuthZEN Authorization API beside next on the same listener:
 // /access/v1/... over this server's store (the data the SpiceDB and Permify APIs
-// serve), read at the newest revision the quantization window allows, and the
-// metadata document at /.well-known/authzen-configuration, which needs no key.
+// serve), read at the newest revision the quantization window allows, the same API
+// over each OpenFGA store under /stores/{store_id}/access/v1/... (unless OpenFGA's API
+// is off), and the metadata documents at /.well-known/authzen-configuration, which
+// needs no key, and /.well-known/authzen-configuration/{store_id}.
 func (s *Server) withAuthZEN(next http.Handler) http.Handler {
-	h := authzen.New(authzen.Config{
+	cfg := authzen.Config{
 		Main: func(ctx context.Context) (authzen.Data, error) {
 			r, sch, err := s.readerAndSchema(ctx, nil)
 			if err != nil {
@@ -40,13 +45,54 @@ func (s *Server) withAuthZEN(next http.Handler) http.Handler {
 		},
 		Status:         s.httpStatus,
 		MaxEvaluations: s.cfg.MaxChecksPerBulk,
-	})
+	}
+	if s.fga != nil {
+		cfg.Store = s.fgaStoreData
+	}
+	h := authzen.New(cfg)
 	guarded := s.adm.guard(authzenSurface, h)
 	mux := http.NewServeMux()
 	mux.Handle("/access/v1/", guarded)
 	mux.Handle(authzen.WellKnown, h)
+	if s.fga != nil {
+		mux.Handle("/stores/{store_id}/access/v1/", guarded)
+		mux.Handle(authzen.WellKnown+"/{store_id}", h)
+	}
 	mux.Handle("/", next)
 	return mux
+}
+
+// fgaStoreData opens an OpenFGA store for AuthZEN: its latest model, read as OpenFGA
+// reads without a consistency preference, with OpenFGA's rules: its type and id
+// syntax, a condition missing a parameter failing the evaluation rather than denying
+// it, and OpenFGA's error codes (all the client's: 400).
+func (s *Server) fgaStoreData(ctx context.Context, id string) (authzen.Data, error) {
+	snap, err := s.fga.Store(ctx, id, "", openfgav1.ConsistencyPreference_UNSPECIFIED)
+	if err != nil {
+		return authzen.Data{}, err
+	}
+	return authzen.Data{
+		Engine: snap.Engine, Reader: snap.Reader, Schema: snap.Model.Schema,
+		ValidType: func(typ string) error {
+			if _, err := fga.ParseObject(typ + ":x"); err != nil {
+				return fmt.Errorf("%q is not an OpenFGA type name", typ)
+			}
+			return nil
+		},
+		ValidID: func(id string) error {
+			if _, err := fga.ParseObject("x:" + id); err != nil {
+				return fmt.Errorf("%q is not an OpenFGA object id (at most 256 bytes, without whitespace, '#' or ':')", id)
+			}
+			return nil
+		},
+		Allowed: fga.Allowed,
+		Status: func(err error) (int, string) {
+			if fga.ErrorCode(err) != 0 {
+				return http.StatusBadRequest, err.Error()
+			}
+			return s.httpStatus(err)
+		},
+	}, nil
 }
 
 // httpStatus renders err as the error table classifies it, as an HTTP status and the

@@ -36,8 +36,16 @@ type Data struct {
 	Engine *engine.Engine
 	Reader store.Reader
 	Schema *ir.Schema
-	// ValidID checks an object id; nil applies SpiceDB's rules (rel.ValidateObjectID).
-	ValidID func(id string) error
+	// ValidType and ValidID check a type name and an object id; nil applies SpiceDB's
+	// rules (rel.ValidateType, rel.ValidateObjectID).
+	ValidType, ValidID func(string) error
+	// Allowed turns a check's result into a decision; nil is latch's: a result that
+	// depends on caveat context the request did not send is a denial, with the missing
+	// names in its context. An error fails the evaluation.
+	Allowed func(engine.Result) (bool, error)
+	// Status maps the errors of this data's checks and lookups to an HTTP status and a
+	// message; nil is Config.Status.
+	Status func(error) (int, string)
 }
 
 // Config is what the handler needs from the server.
@@ -113,7 +121,7 @@ func (h *Handler) serve(op operation, perStore func(context.Context, string) (Da
 		}
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			h.writeError(w, badRequest("reading the request body: %v", err))
+			h.writeError(w, h.cfg.Status, badRequest("reading the request body: %v", err))
 			return
 		}
 		var d Data
@@ -123,12 +131,12 @@ func (h *Handler) serve(op operation, perStore func(context.Context, string) (Da
 			d, err = h.cfg.Main(r.Context())
 		}
 		if err != nil {
-			h.writeError(w, err)
+			h.writeError(w, h.cfg.Status, err)
 			return
 		}
 		out, err := op(r.Context(), d, body)
 		if err != nil {
-			h.writeError(w, err)
+			h.writeError(w, d.errorStatus(h.cfg.Status), err)
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -166,7 +174,7 @@ func (h *Handler) metadata(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if _, err := h.cfg.Store(r.Context(), id); err != nil {
-			h.writeError(w, err)
+			h.writeError(w, h.cfg.Status, err)
 			return
 		}
 		base += "/stores/" + id
@@ -186,15 +194,23 @@ type requestError struct{ msg string }
 
 func (e *requestError) Error() string { return e.msg }
 
-// writeError answers err: a request error 400, anything else as Config.Status maps it.
+// writeError answers err: a request error 400, anything else as status maps it.
 // AuthZEN's error body is a message string.
-func (h *Handler) writeError(w http.ResponseWriter, err error) {
+func (h *Handler) writeError(w http.ResponseWriter, status func(error) (int, string), err error) {
 	if re, ok := errors.AsType[*requestError](err); ok {
 		writeText(w, http.StatusBadRequest, re.msg)
 		return
 	}
-	status, msg := h.cfg.Status(err)
-	writeText(w, status, msg)
+	code, msg := status(err)
+	writeText(w, code, msg)
+}
+
+// errorStatus is d's error mapping, else def.
+func (d Data) errorStatus(def func(error) (int, string)) func(error) (int, string) {
+	if d.Status != nil {
+		return d.Status
+	}
+	return def
 }
 
 func writeText(w http.ResponseWriter, status int, msg string) {

@@ -2,7 +2,9 @@ package authzen
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/latch-authz/latch/internal/engine"
 )
@@ -22,7 +24,7 @@ func (h *Handler) evaluation(ctx context.Context, d Data, body []byte) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return decisionOf(res), nil
+	return d.decisionOf(res)
 }
 
 // Evaluation semantics of an access evaluations request (options.evaluations_semantic).
@@ -73,13 +75,13 @@ func (h *Handler) evaluations(ctx context.Context, d Data, body []byte) (any, er
 	var out []decision
 	if req.Options.Semantic == "" || req.Options.Semantic == executeAll {
 		for _, r := range d.Engine.CheckBulk(ctx, d.Schema, d.Reader, checks) {
-			out = append(out, h.itemDecision(r.Result, r.Err))
+			out = append(out, h.itemDecision(d, r.Result, r.Err))
 		}
 		return map[string]any{"evaluations": out}, nil
 	}
 	for _, c := range checks {
 		res, err := d.Engine.Check(ctx, d.Schema, d.Reader, c)
-		dec := h.itemDecision(res, err)
+		dec := h.itemDecision(d, res, err)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -97,10 +99,16 @@ func (h *Handler) evaluations(ctx context.Context, d Data, body []byte) (any, er
 
 // itemDecision is one evaluation's answer in an evaluations response: its decision,
 // or, when its check failed, a denial carrying the error's status and message.
-func (h *Handler) itemDecision(res engine.Result, err error) decision {
+func (h *Handler) itemDecision(d Data, res engine.Result, err error) decision {
 	if err == nil {
-		return decisionOf(res)
+		var dec decision
+		if dec, err = d.decisionOf(res); err == nil {
+			return dec
+		}
 	}
-	status, msg := h.cfg.Status(err)
+	if re, ok := errors.AsType[*requestError](err); ok {
+		return decision{Context: map[string]any{"error": map[string]any{"status": http.StatusBadRequest, "message": re.msg}}}
+	}
+	status, msg := d.errorStatus(h.cfg.Status)(err)
 	return decision{Context: map[string]any{"error": map[string]any{"status": status, "message": msg}}}
 }

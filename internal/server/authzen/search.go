@@ -154,8 +154,8 @@ func (h *Handler) searchSubject(ctx context.Context, d Data, body []byte) (any, 
 	}
 	pg := &results[entity]{p: p}
 	err = d.Engine.LookupSubjects(ctx, d.Schema, d.Reader, lreq, func(f engine.FoundSubject) error {
-		if f.Result.Membership != engine.HasPermission {
-			return nil
+		if ok, err := d.granted(f.Result); !ok || err != nil {
+			return err
 		}
 		e := entity{Type: subj.Object.Type, ID: f.ID}
 		pos := f.ID
@@ -218,8 +218,8 @@ func (h *Handler) searchResource(ctx context.Context, d Data, body []byte) (any,
 	}
 	pg := &results[entity]{p: p}
 	err = d.Engine.LookupResources(ctx, d.Schema, d.Reader, lreq, func(f engine.FoundResource) error {
-		if f.Result.Membership != engine.HasPermission {
-			return nil
+		if ok, err := d.granted(f.Result); !ok || err != nil {
+			return err
 		}
 		return pg.add(entity{Type: res.Type, ID: f.ID}, f.ID)
 	})
@@ -268,7 +268,9 @@ func (h *Handler) searchAction(ctx context.Context, d Data, body []byte) (any, e
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		if r.Result.Membership != engine.HasPermission {
+		if ok, err := d.granted(r.Result); err != nil {
+			return nil, err
+		} else if !ok {
 			continue
 		}
 		granted++

@@ -85,7 +85,7 @@ func (d Data) subject(e *entity, field string, withID bool) (rel.SubjectRef, err
 	if e == nil {
 		return rel.SubjectRef{}, badRequest("%s is required", field)
 	}
-	if err := rel.ValidateType(e.Type); err != nil {
+	if err := d.validType(e.Type); err != nil {
 		return rel.SubjectRef{}, badRequest("%s.type: %v", field, err)
 	}
 	s := rel.SubjectRef{Object: rel.ObjectRef{Type: e.Type}}
@@ -136,7 +136,7 @@ func (d Data) resource(e *entity, field string, withID bool) (rel.ObjectRef, err
 	if e == nil {
 		return rel.ObjectRef{}, badRequest("%s is required", field)
 	}
-	if err := rel.ValidateType(e.Type); err != nil {
+	if err := d.validType(e.Type); err != nil {
 		return rel.ObjectRef{}, badRequest("%s.type: %v", field, err)
 	}
 	o := rel.ObjectRef{Type: e.Type}
@@ -236,13 +236,17 @@ type decision struct {
 	Context  map[string]any `json:"context,omitempty"`
 }
 
-// decisionOf renders a check's result: granted, denied, or, for a result that depends
-// on caveat context the request did not send, denied with the reason and the missing
-// names (AuthZEN decisions are closed: true or false).
-func decisionOf(res engine.Result) decision {
+// decisionOf renders a check's result under d.Allowed, or latch's rule: granted,
+// denied, or, for a result that depends on caveat context the request did not send,
+// denied with the reason and the missing names (AuthZEN decisions are closed).
+func (d Data) decisionOf(res engine.Result) (decision, error) {
+	if d.Allowed != nil {
+		ok, err := d.Allowed(res)
+		return decision{Decision: ok}, err
+	}
 	switch res.Membership {
 	case engine.HasPermission:
-		return decision{Decision: true}
+		return decision{Decision: true}, nil
 	case engine.Conditional:
 		return decision{Context: map[string]any{
 			"id": "conditional",
@@ -250,7 +254,24 @@ func decisionOf(res engine.Result) decision {
 				"en": "the decision depends on caveat context the request did not supply: " + strings.Join(res.Missing, ", "),
 			},
 			"missing_context": res.Missing,
-		}}
+		}}, nil
 	}
-	return decision{}
+	return decision{}, nil
+}
+
+// granted says whether a search lists a result: one d.Allowed grants, or, under
+// latch's rule, one that holds without caveat context the request did not send.
+func (d Data) granted(res engine.Result) (bool, error) {
+	if d.Allowed != nil {
+		return d.Allowed(res)
+	}
+	return res.Membership == engine.HasPermission, nil
+}
+
+// validType checks a type name under d's rules.
+func (d Data) validType(name string) error {
+	if d.ValidType != nil {
+		return d.ValidType(name)
+	}
+	return rel.ValidateType(name)
 }
