@@ -14,6 +14,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/fga"
 	"github.com/latch-authz/latch/internal/server/authzen"
+	"github.com/latch-authz/latch/internal/server/openfga"
 )
 
 // withAuthZEN serves the AuthZEN Authorization API beside next on the same listener:
@@ -47,7 +48,7 @@ func (s *Server) withAuthZEN(next http.Handler) http.Handler {
 		MaxEvaluations: s.cfg.MaxChecksPerBulk,
 	}
 	if s.fga != nil {
-		cfg.Store = s.fgaStoreData
+		cfg.Store, cfg.StoreStatus = s.fgaStoreData, openfga.HTTPStatus
 	}
 	h := authzen.New(cfg)
 	guarded := s.adm.guard(authzenSurface, h)
@@ -65,7 +66,7 @@ func (s *Server) withAuthZEN(next http.Handler) http.Handler {
 // fgaStoreData opens an OpenFGA store for AuthZEN: its latest model, read as OpenFGA
 // reads without a consistency preference, with OpenFGA's rules: its type and id
 // syntax, a condition missing a parameter failing the evaluation rather than denying
-// it, and OpenFGA's error codes (all the client's: 400).
+// it, and OpenFGA's errors with the HTTP statuses OpenFGA's API gives them.
 func (s *Server) fgaStoreData(ctx context.Context, id string) (authzen.Data, error) {
 	snap, err := s.fga.Store(ctx, id, "", openfgav1.ConsistencyPreference_UNSPECIFIED)
 	if err != nil {
@@ -86,12 +87,7 @@ func (s *Server) fgaStoreData(ctx context.Context, id string) (authzen.Data, err
 			return nil
 		},
 		Allowed: fga.Allowed,
-		Status: func(err error) (int, string) {
-			if fga.ErrorCode(err) != 0 {
-				return http.StatusBadRequest, err.Error()
-			}
-			return s.httpStatus(err)
-		},
+		Status:  openfga.HTTPStatus,
 	}, nil
 }
 

@@ -56,6 +56,9 @@ type Config struct {
 	// unknown id is an error the server's error table classifies (NotFound). nil
 	// serves no per-store paths.
 	Store func(ctx context.Context, id string) (Data, error)
+	// StoreStatus maps Store's errors (an unknown store) to an HTTP status and a
+	// message; nil is Status.
+	StoreStatus func(error) (int, string)
 	// Authorize checks a request's credentials; nil serves everyone. A refusal is
 	// answered 401 without an Authorization header, else 403 with the error's text.
 	Authorize func(*http.Request) error
@@ -125,13 +128,15 @@ func (h *Handler) serve(op operation, perStore func(context.Context, string) (Da
 			return
 		}
 		var d Data
+		status := h.cfg.Status
 		if perStore != nil {
 			d, err = perStore(r.Context(), r.PathValue("store_id"))
+			status = h.storeStatus()
 		} else {
 			d, err = h.cfg.Main(r.Context())
 		}
 		if err != nil {
-			h.writeError(w, h.cfg.Status, err)
+			h.writeError(w, status, err)
 			return
 		}
 		out, err := op(r.Context(), d, body)
@@ -174,7 +179,7 @@ func (h *Handler) metadata(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if _, err := h.cfg.Store(r.Context(), id); err != nil {
-			h.writeError(w, h.cfg.Status, err)
+			h.writeError(w, h.storeStatus(), err)
 			return
 		}
 		base += "/stores/" + id
@@ -203,6 +208,14 @@ func (h *Handler) writeError(w http.ResponseWriter, status func(error) (int, str
 	}
 	code, msg := status(err)
 	writeText(w, code, msg)
+}
+
+// storeStatus maps the errors of opening a store.
+func (h *Handler) storeStatus() func(error) (int, string) {
+	if h.cfg.StoreStatus != nil {
+		return h.cfg.StoreStatus
+	}
+	return h.cfg.Status
 }
 
 // errorStatus is d's error mapping, else def.
