@@ -22,8 +22,12 @@ import (
 // serve), read at the newest revision the quantization window allows, the same API
 // over each OpenFGA store under /stores/{store_id}/access/v1/... (unless OpenFGA's API
 // is off), and the metadata documents at /.well-known/authzen-configuration, which
-// needs no key, and /.well-known/authzen-configuration/{store_id}.
+// needs no key, and /.well-known/authzen-configuration/{store_id}; nothing when
+// AuthZENDisabled.
 func (s *Server) withAuthZEN(next http.Handler) http.Handler {
+	if s.cfg.AuthZENDisabled {
+		return next
+	}
 	cfg := authzen.Config{
 		Main: func(ctx context.Context) (authzen.Data, error) {
 			r, sch, err := s.readerAndSchema(ctx, nil)

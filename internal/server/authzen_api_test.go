@@ -396,3 +396,15 @@ func TestAuthZENShedsWith429(t *testing.T) {
 		t.Fatalf("a search (expensive class) while the cheap class is full: %d %v", code, out)
 	}
 }
+
+// TestAuthZENDisabled: with AuthZENDisabled the listener does not serve the API.
+func TestAuthZENDisabled(t *testing.T) {
+	ts := start(t, func(c *Config) { c.AuthZENDisabled = true })
+	req := map[string]any{"subject": user("alice"), "action": act("edit"), "resource": doc("1")}
+	if code, out := authzenPost(t, ts, "/access/v1/evaluation", req); code != http.StatusNotFound {
+		t.Errorf("an evaluation: %d %v", code, out)
+	}
+	if code, out := authzenDo(t, ts, "", http.MethodGet, "/.well-known/authzen-configuration", nil); code != http.StatusNotFound {
+		t.Errorf("the metadata: %d %v", code, out)
+	}
+}
