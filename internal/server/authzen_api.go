@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/fga"
+	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/server/authzen"
 	"github.com/latch-authz/latch/internal/server/openfga"
 )
@@ -70,7 +72,8 @@ func (s *Server) withAuthZEN(next http.Handler) http.Handler {
 // fgaStoreData opens an OpenFGA store for AuthZEN: its latest model, read as OpenFGA
 // reads without a consistency preference, with OpenFGA's rules: its type and id
 // syntax, a condition missing a parameter failing the evaluation rather than denying
-// it, and OpenFGA's errors with the HTTP statuses OpenFGA's API gives them.
+// it, searches answered as ListObjects and ListUsers answer (cycles resolved), and
+// OpenFGA's errors with the HTTP statuses OpenFGA's API gives them.
 func (s *Server) fgaStoreData(ctx context.Context, id string) (authzen.Data, error) {
 	snap, err := s.fga.Store(ctx, id, "", openfgav1.ConsistencyPreference_UNSPECIFIED)
 	if err != nil {
@@ -92,6 +95,25 @@ func (s *Server) fgaStoreData(ctx context.Context, id string) (authzen.Data, err
 		},
 		Allowed: fga.Allowed,
 		Status:  openfga.HTTPStatus,
+		ListResources: func(ctx context.Context, req engine.LookupResourcesRequest) ([]string, error) {
+			return fga.ListObjects(ctx, snap.Engine, snap.Model, snap.Reader, req)
+		},
+		ListSubjects: func(ctx context.Context, req engine.LookupSubjectsRequest) ([]string, error) {
+			filter := []*openfgav1.UserTypeFilter{{Type: req.SubjectType, Relation: req.SubjectRelation}}
+			users, err := fga.ListUsers(ctx, snap.Engine, snap.Model, snap.Reader, req.Resource, req.Permission, filter, req.Context)
+			ids := make([]string, len(users))
+			for i, u := range users {
+				switch {
+				case u.GetWildcard() != nil:
+					ids[i] = rel.Wildcard
+				case u.GetUserset() != nil:
+					ids[i] = u.GetUserset().GetId()
+				default:
+					ids[i] = u.GetObject().GetId()
+				}
+			}
+			return ids, err
+		},
 	}, nil
 }
 

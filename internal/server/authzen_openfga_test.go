@@ -186,6 +186,10 @@ func testAuthZENOpenFGARules(t *testing.T, ts *testServer, id string) {
 	if ids, _ := searchAll(t, ts, base+"search/resource", todos, 1); !reflect.DeepEqual(ids, []string{todoID, "todo-1"}) {
 		t.Errorf("the todos Morty reads, 1 a page: %v", ids)
 	}
+	wildcard := map[string]any{"subject": map[string]any{"type": "user"}, "action": act("can_read_user"), "resource": map[string]any{"type": "user", "id": "beth@the-smiths.com"}}
+	if ids, _ := searchAll(t, ts, base+"search/subject", wildcard, 0); !reflect.DeepEqual(ids, []string{"*"}) {
+		t.Errorf("who reads Beth: %v", ids)
+	}
 	// OpenFGA's rules: a condition missing a parameter fails the evaluation.
 	noOwner := map[string]any{"subject": morty, "action": act("can_update_todo"), "resource": map[string]any{"type": "todo", "id": todoID}}
 	if code, out := authzenPost(t, ts, base+"evaluation", noOwner); code != http.StatusBadRequest || !strings.Contains(out["text"].(string), "resource_ownerID") {
@@ -207,4 +211,45 @@ func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	slices.Sort(out)
 	return out
+}
+
+// TestAuthZENOpenFGACycles: on an OpenFGA store, searches resolve a cycle in the data
+// as OpenFGA's ListObjects and ListUsers do, where the engine's lookups stop at the
+// depth limit.
+func TestAuthZENOpenFGACycles(t *testing.T) {
+	ts := start(t, nil)
+	code, out := authzenPost(t, ts, "/stores", map[string]any{"name": "cycles"})
+	if code != http.StatusCreated {
+		t.Fatalf("creating a store: %d %v", code, out)
+	}
+	id := out["id"].(string)
+	model, problems := fga.ParseDSL("model\n  schema 1.1\ntype user\ntype group\n  relations\n    define member: [user, group#member]\n")
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	raw, _ := protojson.Marshal(model)
+	if code, out := authzenPost(t, ts, "/stores/"+id+"/authorization-models", string(raw)); code != http.StatusCreated {
+		t.Fatalf("writing the model: %d %v", code, out)
+	}
+	tuples := []any{
+		map[string]any{"user": "user:ann", "relation": "member", "object": "group:a"},
+		map[string]any{"user": "group:a#member", "relation": "member", "object": "group:b"},
+		map[string]any{"user": "group:b#member", "relation": "member", "object": "group:a"},
+	}
+	if code, out := authzenPost(t, ts, "/stores/"+id+"/write", map[string]any{"writes": map[string]any{"tuple_keys": tuples}}); code != http.StatusOK {
+		t.Fatalf("writing the tuples: %d %v", code, out)
+	}
+	base := "/stores/" + id + "/access/v1/"
+	groups := map[string]any{"subject": map[string]any{"type": "user", "id": "ann"}, "action": act("member"), "resource": map[string]any{"type": "group"}}
+	if ids, _ := searchAll(t, ts, base+"search/resource", groups, 1); !reflect.DeepEqual(ids, []string{"a", "b"}) {
+		t.Errorf("ann's groups: %v", ids)
+	}
+	members := map[string]any{"subject": map[string]any{"type": "user"}, "action": act("member"), "resource": map[string]any{"type": "group", "id": "b"}}
+	if ids, _ := searchAll(t, ts, base+"search/subject", members, 1); !reflect.DeepEqual(ids, []string{"ann"}) {
+		t.Errorf("group b's members: %v", ids)
+	}
+	check := map[string]any{"subject": map[string]any{"type": "user", "id": "ann"}, "action": act("member"), "resource": map[string]any{"type": "group", "id": "b"}}
+	if code, out := authzenPost(t, ts, base+"evaluation", check); code != http.StatusOK || out["decision"] != true {
+		t.Errorf("ann in group b: %d %v", code, out)
+	}
 }

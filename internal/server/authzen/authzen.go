@@ -46,6 +46,11 @@ type Data struct {
 	// Status maps the errors of this data's checks and lookups to an HTTP status and a
 	// message; nil is Config.Status.
 	Status func(error) (int, string)
+	// ListResources and ListSubjects, when set, answer searches in place of the
+	// engine's paged lookups: every id that has the permission ("*" for a wildcard
+	// subject), in any order, each granted under the data's own rules.
+	ListResources func(context.Context, engine.LookupResourcesRequest) ([]string, error)
+	ListSubjects  func(context.Context, engine.LookupSubjectsRequest) ([]string, error)
 }
 
 // Config is what the handler needs from the server.

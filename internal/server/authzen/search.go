@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/fnv"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/rel"
@@ -153,6 +155,18 @@ func (h *Handler) searchSubject(ctx context.Context, d Data, body []byte) (any, 
 		Context: cc, After: p.after,
 	}
 	pg := &results[entity]{p: p}
+	if d.ListSubjects != nil {
+		ids, err := d.ListSubjects(ctx, lreq)
+		return pg.response(pageList(ids, p.after, func(id string) error {
+			e, pos := entity{Type: subj.Object.Type, ID: id}, id
+			if id == rel.Wildcard {
+				pos = afterWildcards
+			} else if subj.Relation != "" {
+				e.ID += "#" + subj.Relation
+			}
+			return pg.add(e, pos)
+		}, err))
+	}
 	err = d.Engine.LookupSubjects(ctx, d.Schema, d.Reader, lreq, func(f engine.FoundSubject) error {
 		if ok, err := d.granted(f.Result); !ok || err != nil {
 			return err
@@ -217,6 +231,12 @@ func (h *Handler) searchResource(ctx context.Context, d Data, body []byte) (any,
 		ResourceType: res.Type, Permission: perm, Subject: subj, Context: cc, Ordered: true, After: p.after,
 	}
 	pg := &results[entity]{p: p}
+	if d.ListResources != nil {
+		ids, err := d.ListResources(ctx, lreq)
+		return pg.response(pageList(ids, p.after, func(id string) error {
+			return pg.add(entity{Type: res.Type, ID: id}, id)
+		}, err))
+	}
 	err = d.Engine.LookupResources(ctx, d.Schema, d.Reader, lreq, func(f engine.FoundResource) error {
 		if ok, err := d.granted(f.Result); !ok || err != nil {
 			return err
@@ -282,4 +302,30 @@ func (h *Handler) searchAction(ctx context.Context, d Data, body []byte) (any, e
 		}
 	}
 	return pg.response(nil)
+}
+
+// pageList feeds add the ids of a whole list after the position after, in the order
+// the engine's lookups page in (ascending ids, a wildcard last), until add stops it.
+// err is the list's own error, returned as is.
+func pageList(ids []string, after string, add func(string) error, err error) error {
+	if err != nil {
+		return err
+	}
+	pos := func(id string) string {
+		if id == rel.Wildcard {
+			return afterWildcards
+		}
+		return id
+	}
+	ids = slices.Clone(ids)
+	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(pos(a), pos(b)) })
+	for _, id := range slices.Compact(ids) {
+		if pos(id) <= after {
+			continue
+		}
+		if err := add(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
