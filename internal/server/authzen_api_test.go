@@ -408,3 +408,28 @@ func TestAuthZENDisabled(t *testing.T) {
 		t.Errorf("the metadata: %d %v", code, out)
 	}
 }
+
+// TestAuthZENLimitsAndRequestID: an evaluations request past MaxChecksPerBulk is
+// refused naming the bound, and a response carries the request's X-Request-ID, as
+// AuthZEN asks.
+func TestAuthZENLimitsAndRequestID(t *testing.T) {
+	ts := start(t, func(c *Config) { c.MaxChecksPerBulk, c.QuantizationWindow = 2, -1 })
+	authzenData(t, ts)
+	items := []any{map[string]any{"resource": doc("1")}, map[string]any{"resource": doc("2")}, map[string]any{"resource": doc("pub")}}
+	req := map[string]any{"subject": user("bob"), "action": act("view"), "evaluations": items}
+	if code, out := authzenPost(t, ts, "/access/v1/evaluations", req); code != http.StatusBadRequest || !strings.Contains(out["text"].(string), "more than the maximum of 2") {
+		t.Errorf("3 evaluations, 2 allowed: %d %v", code, out)
+	}
+	raw, _ := json.Marshal(map[string]any{"subject": user("alice"), "action": act("edit"), "resource": doc("1")})
+	hreq, _ := http.NewRequest(http.MethodPost, "http://"+ts.httpAddr+"/access/v1/evaluation", bytes.NewReader(raw))
+	hreq.Header.Set("Authorization", "Bearer "+testKey)
+	hreq.Header.Set("X-Request-ID", "bfe9eb29-ab87-4ca3-be83-a1d5d8305716")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Request-ID"); resp.StatusCode != http.StatusOK || got != "bfe9eb29-ab87-4ca3-be83-a1d5d8305716" {
+		t.Errorf("X-Request-ID: %d %q", resp.StatusCode, got)
+	}
+}
