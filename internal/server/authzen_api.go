@@ -63,7 +63,7 @@ func (s *Server) withAuthZEN(next http.Handler) http.Handler {
 	mux.Handle(authzen.WellKnown, h)
 	if s.fga != nil {
 		mux.Handle("/stores/{store_id}/access/v1/", guarded)
-		mux.Handle(authzen.WellKnown+"/{store_id}", h)
+		mux.Handle(authzen.WellKnown+"/", h)
 	}
 	mux.Handle("/", next)
 	return mux

@@ -201,9 +201,18 @@ func testAuthZENOpenFGARules(t *testing.T, ts *testServer, id string) {
 	if code, out := authzenPost(t, ts, base+"evaluation", map[string]any{"subject": map[string]any{"type": "user", "id": "a b"}, "action": act("can_read_user"), "resource": map[string]any{"type": "user", "id": "x"}}); code != http.StatusBadRequest || !strings.Contains(out["text"].(string), "subject.id") {
 		t.Errorf("an id with a space: %d %v", code, out)
 	}
-	code, out := authzenDo(t, ts, testKey, http.MethodGet, "/.well-known/authzen-configuration/"+id, nil)
-	if want := "http://" + ts.httpAddr + base + "evaluation"; code != http.StatusOK || out["access_evaluation_endpoint"] != want {
-		t.Errorf("the store's metadata: %d %v, want its evaluation endpoint %s", code, out, want)
+	for _, path := range []string{"/.well-known/authzen-configuration/" + id, "/.well-known/authzen-configuration/stores/" + id} {
+		code, out := authzenDo(t, ts, testKey, http.MethodGet, path, nil)
+		pdp := "http://" + ts.httpAddr + "/stores/" + id
+		if code != http.StatusOK || out["policy_decision_point"] != pdp || out["access_evaluation_endpoint"] != pdp+"/access/v1/evaluation" {
+			t.Errorf("the store's metadata at %s: %d %v, want PDP %s", path, code, out, pdp)
+		}
+	}
+	if code, out := authzenDo(t, ts, "", http.MethodGet, "/.well-known/authzen-configuration/"+id, nil); code != http.StatusUnauthorized {
+		t.Errorf("a store's metadata without a key: %d %v", code, out)
+	}
+	if code, out := authzenDo(t, ts, testKey, http.MethodGet, "/.well-known/authzen-configuration/01ARZ3NDEKTSV4RRFFQ69G5FAV", nil); code != http.StatusNotFound {
+		t.Errorf("an unknown store's metadata: %d %v", code, out)
 	}
 }
 

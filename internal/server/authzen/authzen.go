@@ -88,7 +88,11 @@ func New(cfg Config) *Handler {
 		h.mux.HandleFunc("POST /access/v1/"+path, h.serve(op, nil))
 	}
 	if cfg.Store != nil {
+		// OpenFGA's path for a store's document, and the one AuthZEN derives from the
+		// store's PDP identifier (https://host/stores/ID: the well-known path goes
+		// between the host and the identifier's path).
 		h.mux.HandleFunc("GET "+WellKnown+"/{store_id}", h.metadata)
+		h.mux.HandleFunc("GET "+WellKnown+"/stores/{store_id}", h.metadata)
 		for path, op := range h.operations() {
 			h.mux.HandleFunc("POST /stores/{store_id}/access/v1/"+path, h.serve(op, cfg.Store))
 		}
