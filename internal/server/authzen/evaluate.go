@@ -77,6 +77,9 @@ func (h *Handler) evaluations(ctx context.Context, d Data, body []byte) (any, er
 		for _, r := range d.Engine.CheckBulk(ctx, d.Schema, d.Reader, checks) {
 			out = append(out, h.itemDecision(d, r.Result, r.Err))
 		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the client went away: its items' errors are not answers
+		}
 		return map[string]any{"evaluations": out}, nil
 	}
 	for _, c := range checks {
