@@ -177,6 +177,9 @@ func exerciseFGA(t *testing.T, c openfgav1.OpenFGAServiceClient) (string, string
 	bad, _ := fga.ParseDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [team]\n    define editor: [user] or nothing\n")
 	_, err = c.WriteAuthorizationModel(ctx, &openfgav1.WriteAuthorizationModelRequest{StoreId: storeID, SchemaVersion: "1.1", TypeDefinitions: bad.GetTypeDefinitions()})
 	fgaCode(t, err, int32(openfgav1.ErrorCode_invalid_authorization_model))
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "team") || !strings.Contains(msg, "nothing") {
+		t.Errorf("an invalid model's message does not name both of its problems: %s", msg)
+	}
 
 	exerciseFGAWrites(t, c, storeID)
 	exerciseFGAQueries(t, c, storeID, first)
@@ -258,6 +261,12 @@ func exerciseFGAWrites(t *testing.T, c openfgav1.OpenFGAServiceClient, storeID s
 	}
 	if got := readFGA(t, c, storeID, &openfgav1.ReadRequestTupleKey{Object: "document:", User: "user:anne"}); len(got) != 1 || got[0].GetKey().GetObject() != "document:1" {
 		t.Fatalf("Read by type and user: %v", got)
+	}
+	if got := readFGA(t, c, storeID, &openfgav1.ReadRequestTupleKey{Object: "document:1", Relation: "viewer"}); len(got) != 1 || got[0].GetKey().GetUser() != "user:anne" {
+		t.Fatalf("Read by object and relation: %v", got)
+	}
+	if got := readFGA(t, c, storeID, &openfgav1.ReadRequestTupleKey{Object: "document:2", User: "group:eng#member"}); len(got) != 1 || got[0].GetKey().GetRelation() != "editor" {
+		t.Fatalf("Read by object and subject set: %v", got)
 	}
 	_, err = c.Read(ctx, &openfgav1.ReadRequest{StoreId: storeID, ContinuationToken: "garbage"})
 	fgaCode(t, err, int32(openfgav1.ErrorCode_invalid_continuation_token))
@@ -352,12 +361,19 @@ func exerciseFGAQueries(t *testing.T, c openfgav1.OpenFGAServiceClient, storeID,
 		{TupleKey: &openfgav1.CheckRequestTupleKey{Object: "document:1", Relation: "viewer", User: "user:anne"}, CorrelationId: "a"},
 		{TupleKey: &openfgav1.CheckRequestTupleKey{Object: "document:2", Relation: "viewer", User: "user:anne"}, CorrelationId: "b"},
 		{TupleKey: &openfgav1.CheckRequestTupleKey{Object: "document:1", Relation: "nope", User: "user:anne"}, CorrelationId: "c"},
+		{
+			TupleKey: &openfgav1.CheckRequestTupleKey{Object: "document:2", Relation: "viewer", User: "user:eve"}, CorrelationId: "d",
+			ContextualTuples: &openfgav1.ContextualTupleKeys{TupleKeys: []*openfgav1.TupleKey{tk("group:eng", "member", "user:eve")}},
+		},
+		{TupleKey: &openfgav1.CheckRequestTupleKey{Object: "document:3", Relation: "editor", User: "user:carl"}, CorrelationId: "e"},
+		{TupleKey: &openfgav1.CheckRequestTupleKey{Object: "document:3", Relation: "editor", User: "user:carl"}, CorrelationId: "f", Context: in},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := batch.GetResult()
-	if !r["a"].GetAllowed() || r["b"].GetAllowed() || r["b"].GetError() != nil || r["c"].GetError().GetInputError() == 0 {
+	if !r["a"].GetAllowed() || r["b"].GetAllowed() || r["b"].GetError() != nil || r["c"].GetError().GetInputError() == 0 ||
+		!r["d"].GetAllowed() || r["e"].GetError().GetInputError() != openfgav1.ErrorCode_validation_error || !r["f"].GetAllowed() {
 		t.Errorf("BatchCheck: %v", r)
 	}
 
@@ -515,7 +531,7 @@ func TestOpenFGAHTTP(t *testing.T) {
 // modelJSON is a model as WriteAuthorizationModel's JSON body.
 func modelJSON(t *testing.T, m *openfgav1.AuthorizationModel) map[string]any {
 	t.Helper()
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(&openfgav1.WriteAuthorizationModelRequest{SchemaVersion: m.GetSchemaVersion(), TypeDefinitions: m.GetTypeDefinitions(), Conditions: m.GetConditions()})
+	raw, err := protojson.Marshal(&openfgav1.WriteAuthorizationModelRequest{SchemaVersion: m.GetSchemaVersion(), TypeDefinitions: m.GetTypeDefinitions(), Conditions: m.GetConditions()})
 	if err != nil {
 		t.Fatal(err)
 	}

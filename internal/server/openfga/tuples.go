@@ -300,9 +300,9 @@ func (s *Service) Read(ctx context.Context, req *openfgav1.ReadRequest) (*openfg
 	return out, nil
 }
 
-// readFilter is the store filter of a Read's tuple key, and what the tuples it
-// yields must match besides: the object's type (and id), then user and relation as
-// OpenFGA spells them.
+// readFilter is the store filter of a Read's tuple key (its object, relation and a
+// whole user), and what the tuples it yields must match besides (a user filter
+// "type:" matches every user of the type).
 func readFilter(k *openfgav1.ReadRequestTupleKey) (store.Filter, func(*openfgav1.TupleKey) bool, error) {
 	if k == nil || (k.GetObject() == "" && k.GetUser() == "" && k.GetRelation() == "") {
 		return store.Filter{}, func(tk *openfgav1.TupleKey) bool { return true }, nil
@@ -317,6 +317,12 @@ func readFilter(k *openfgav1.ReadRequestTupleKey) (store.Filter, func(*openfgav1
 	f := store.Filter{ResourceType: typ}
 	if id != "" {
 		f.ResourceIDs = []string{id}
+	}
+	if k.GetRelation() != "" {
+		f.Relation = fga.StoredRelation(k.GetRelation())
+	}
+	if u, err := fga.ParseUser(k.GetUser()); err == nil {
+		f.Subject = &store.SubjectFilter{Type: u.Object.Type, IDs: []string{u.Object.ID}, Relation: u.Relation, RelationSet: true}
 	}
 	return f, func(tk *openfgav1.TupleKey) bool {
 		return (k.GetRelation() == "" || tk.GetRelation() == k.GetRelation()) && userMatches(k.GetUser(), tk.GetUser())
