@@ -433,3 +433,55 @@ func TestAuthZENLimitsAndRequestID(t *testing.T) {
 		t.Errorf("X-Request-ID: %d %q", resp.StatusCode, got)
 	}
 }
+
+// TestAuthZENOnPermifyData: data written through Permify's API (tenant t1, the
+// server's store) answers through AuthZEN: Permify's permissions are actions, its
+// attributes count, and a rule reads the request's data as Permify's does
+// (context.data), which AuthZEN sends as context {"context": {"data": ...}}.
+func TestAuthZENOnPermifyData(t *testing.T) {
+	ts := start(t, func(c *Config) { c.QuantizationWindow = -1 })
+	schema := `entity user {}
+entity organization {
+  relation member @user
+  attribute ip_range string[]
+  permission view = check_ip_range(ip_range) and member
+}
+entity document {
+  relation org @organization
+  relation owner @user
+  attribute is_public boolean
+  permission view = is_public or owner or org.view
+}
+rule check_ip_range(ip_range string[]) {
+  context.data.ip_address in ip_range
+}`
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/schemas/write", map[string]any{"schema": schema}); code != http.StatusOK {
+		t.Fatalf("schemas/write: %d %v", code, out)
+	}
+	code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/data/write", map[string]any{
+		"metadata": map[string]any{},
+		"tuples": []any{
+			map[string]any{"entity": map[string]any{"type": "organization", "id": "acme"}, "relation": "member", "subject": map[string]any{"type": "user", "id": "ann"}},
+			map[string]any{"entity": map[string]any{"type": "document", "id": "plan"}, "relation": "org", "subject": map[string]any{"type": "organization", "id": "acme"}},
+		},
+		"attributes": []any{
+			map[string]any{"entity": map[string]any{"type": "organization", "id": "acme"}, "attribute": "ip_range", "value": map[string]any{"@type": "type.googleapis.com/base.v1.StringArrayValue", "data": []any{"10.0.0.1"}}},
+			map[string]any{"entity": map[string]any{"type": "document", "id": "readme"}, "attribute": "is_public", "value": map[string]any{"@type": "type.googleapis.com/base.v1.BooleanValue", "data": true}},
+		},
+	})
+	if code != http.StatusOK {
+		t.Fatalf("data/write: %d %v", code, out)
+	}
+	from := func(ip string) map[string]any {
+		return map[string]any{"subject": user("ann"), "action": act("view"), "resource": map[string]any{"type": "document", "id": "plan"}, "context": map[string]any{"context": map[string]any{"data": map[string]any{"ip_address": ip}}}}
+	}
+	for ip, want := range map[string]bool{"10.0.0.1": true, "10.9.9.9": false} {
+		if code, out := authzenPost(t, ts, "/access/v1/evaluation", from(ip)); code != http.StatusOK || out["decision"] != want {
+			t.Errorf("ann views the plan from %s: %d %v, want %v", ip, code, out, want)
+		}
+	}
+	public := map[string]any{"subject": user("bob"), "action": act("view"), "resource": map[string]any{"type": "document", "id": "readme"}}
+	if code, out := authzenPost(t, ts, "/access/v1/evaluation", public); code != http.StatusOK || out["decision"] != true {
+		t.Errorf("bob views the public readme: %d %v", code, out)
+	}
+}
