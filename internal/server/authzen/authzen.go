@@ -57,9 +57,9 @@ type Data struct {
 type Config struct {
 	// Main opens the data /access/v1/... evaluates against.
 	Main func(ctx context.Context) (Data, error)
-	// Store opens the data of the store /stores/{store_id}/access/v1/... names; an
-	// unknown id is an error the server's error table classifies (NotFound). nil
-	// serves no per-store paths.
+	// Store opens the data of the store /stores/{store_id}/access/v1/... names (an
+	// unknown id is an error, answered as StoreStatus maps it); nil serves no
+	// per-store paths.
 	Store func(ctx context.Context, id string) (Data, error)
 	// StoreStatus maps Store's errors (an unknown store) to an HTTP status and a
 	// message; nil is Status.
