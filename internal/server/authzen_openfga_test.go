@@ -182,7 +182,10 @@ func testAuthZENOpenFGARules(t *testing.T, ts *testServer, id string) {
 	if ids, _ := searchAll(t, ts, base+"search/subject", readers, 2); !reflect.DeepEqual(ids, sortedCopy(want)) {
 		t.Errorf("who reads the todos, 2 a page: %v", ids)
 	}
-	todos := map[string]any{"subject": morty, "action": act("can_read_todos"), "resource": map[string]any{"type": "todo"}}
+	todos := map[string]any{"subject": morty, "action": act("can_read_todos"), "resource": map[string]any{"type": "todo"}, "page": map[string]any{"limit": 1}}
+	if code, out := authzenPost(t, ts, base+"search/resource", todos); code != http.StatusOK || out["page"].(map[string]any)["total"] != float64(2) {
+		t.Errorf("the todos Morty reads (ListObjects' whole answer, so a total): %d %v", code, out)
+	}
 	if ids, _ := searchAll(t, ts, base+"search/resource", todos, 1); !reflect.DeepEqual(ids, []string{todoID, "todo-1"}) {
 		t.Errorf("the todos Morty reads, 1 a page: %v", ids)
 	}

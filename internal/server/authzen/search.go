@@ -82,6 +82,9 @@ type results[T any] struct {
 	out  []T
 	last string // the position of the last result taken
 	more bool
+	// total is the number of results of the whole search when it is known (the
+	// search computed its whole answer), else 0.
+	total int
 }
 
 var errPageFull = errors.New("page full")
@@ -109,7 +112,11 @@ func (r *results[T]) response(err error) (any, error) {
 	if out == nil {
 		out = []T{}
 	}
-	return map[string]any{"results": out, "page": map[string]any{"next_token": next, "count": len(out)}}, nil
+	pg := map[string]any{"next_token": next, "count": len(out)}
+	if r.total > 0 {
+		pg["total"] = r.total
+	}
+	return map[string]any{"results": out, "page": pg}, nil
 }
 
 func (h *Handler) decodeSearch(kind string, body []byte) (searchRequest, page, error) {
@@ -157,6 +164,7 @@ func (h *Handler) searchSubject(ctx context.Context, d Data, body []byte) (any, 
 	pg := &results[entity]{p: p}
 	if d.ListSubjects != nil {
 		ids, err := d.ListSubjects(ctx, lreq)
+		pg.total = len(ids)
 		return pg.response(pageList(ids, p.after, func(id string) error {
 			e, pos := entity{Type: subj.Object.Type, ID: id}, id
 			if id == rel.Wildcard {
@@ -233,6 +241,7 @@ func (h *Handler) searchResource(ctx context.Context, d Data, body []byte) (any,
 	pg := &results[entity]{p: p}
 	if d.ListResources != nil {
 		ids, err := d.ListResources(ctx, lreq)
+		pg.total = len(ids)
 		return pg.response(pageList(ids, p.after, func(id string) error {
 			return pg.add(entity{Type: res.Type, ID: id}, id)
 		}, err))
@@ -294,13 +303,11 @@ func (h *Handler) searchAction(ctx context.Context, d Data, body []byte) (any, e
 			continue
 		}
 		granted++
-		if granted <= skip {
-			continue
-		}
-		if err := pg.add(action{Name: checks[i].Permission}, strconv.Itoa(granted)); err != nil {
-			break
+		if granted > skip && !pg.more {
+			_ = pg.add(action{Name: checks[i].Permission}, strconv.Itoa(granted))
 		}
 	}
+	pg.total = granted
 	return pg.response(nil)
 }
 
