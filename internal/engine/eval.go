@@ -161,7 +161,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	fromIndex := false
 	for i, id := range ids {
 		k := memoKey{r, id}
-		if ev.path[k] {
+		if ev.fga && ev.path[k] {
 			skip()
 			answer(id, outCyc)
 			step = ev.tr.answered(step, r, id, outCyc, false)

@@ -16,58 +16,66 @@ import (
 // semantics) on r (from m.Reader): the ids of the objects of req.ResourceType on
 // which req.Subject has req.Permission, sorted. A result that depends on condition
 // parameters the request lacks is an engine.MissingParamsError.
-//
-// The engine's lookup follows the data forwards and fails on a cycle in it, which
-// OpenFGA resolves; then every object of the type in the store is checked instead,
-// each check resolving cycles as OpenFGA does.
 func ListObjects(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, req engine.LookupResourcesRequest) ([]string, error) {
 	var ids []string
-	var missing []string
-	err := e.LookupResources(ctx, m.Schema, r, req, func(f engine.FoundResource) error {
-		if f.Result.Membership == engine.Conditional {
-			missing = append(missing, f.Result.Missing...)
-			return nil
-		}
-		ids = append(ids, f.ID)
+	err := StreamObjects(ctx, e, m, r, req, func(id string) error {
+		ids = append(ids, id)
 		return nil
 	})
-	if errors.Is(err, engine.ErrMaxDepth) {
-		return listByChecks(ctx, e, m, r, req)
-	}
 	if err != nil {
 		return nil, err
-	}
-	if len(missing) > 0 {
-		return nil, missingError(missing)
 	}
 	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	return ids, nil
 }
 
-// listByChecks checks every object of the type that some tuple names.
-func listByChecks(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, req engine.LookupResourcesRequest) ([]string, error) {
+// StreamObjects is ListObjects streamed (StreamedListObjects): each object is
+// yielded once, as found, without OpenFGA's truncation; yield returning an error
+// stops it with that error. A result that depends on condition parameters the
+// request lacks stops it with an engine.MissingParamsError.
+//
+// The engine's lookup may refuse data it cannot follow within the depth limit,
+// which OpenFGA resolves; then every object of the type in the store not yet
+// yielded is checked instead, each check resolving cycles as OpenFGA does.
+func StreamObjects(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, req engine.LookupResourcesRequest, yield func(id string) error) error {
+	sent := map[string]bool{}
+	err := e.LookupResources(ctx, m.Schema, r, req, func(f engine.FoundResource) error {
+		if f.Result.Membership == engine.Conditional {
+			return missingError(f.Result.Missing)
+		}
+		if sent[f.ID] {
+			return nil
+		}
+		sent[f.ID] = true
+		return yield(f.ID)
+	})
+	if !errors.Is(err, engine.ErrMaxDepth) {
+		return err
+	}
 	cands, err := objectsOf(ctx, r, req.ResourceType)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	cands = slices.DeleteFunc(cands, func(id string) bool { return sent[id] })
 	checks := make([]engine.CheckRequest, len(cands))
 	for i, id := range cands {
 		checks[i] = engine.CheckRequest{Resource: rel.ObjectRef{Type: req.ResourceType, ID: id}, Permission: req.Permission, Subject: req.Subject, Context: req.Context}
 	}
-	var out []string
 	for i, res := range e.CheckBulk(ctx, m.Schema, r, checks) {
 		if res.Err != nil {
-			return nil, res.Err
+			return res.Err
 		}
 		ok, err := Allowed(res.Result)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if ok {
-			out = append(out, cands[i])
+			if err := yield(cands[i]); err != nil {
+				return err
+			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // objectsOf returns, sorted, the ids of the objects of typ that some tuple names, as
@@ -156,15 +164,12 @@ func usersOf(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, ob
 	return out, nil
 }
 
-// usersByChecks checks, for one filter, the wildcard (of a plain type) and every
-// object of the type that some tuple names.
+// usersByChecks checks, for one filter, every user the tuples reachable from object
+// name (usersReached).
 func usersByChecks(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, object rel.ObjectRef, relation string, f *openfgav1.UserTypeFilter, reqCtx map[string]any) ([]string, error) {
-	cands, err := objectsOf(ctx, r, f.GetType())
+	cands, err := usersReached(ctx, r, object, f)
 	if err != nil {
 		return nil, err
-	}
-	if f.GetRelation() == "" {
-		cands = append(cands, rel.Wildcard)
 	}
 	checks := make([]engine.CheckRequest, len(cands))
 	for i, id := range cands {
@@ -187,6 +192,43 @@ func usersByChecks(ctx context.Context, e *engine.Engine, m *Model, r store.Read
 		}
 	}
 	return out, nil
+}
+
+// usersReached returns the ids of the users of filter f that can have a relation
+// on object: following every tuple from object to its user's object, for a plain
+// type the users of that type the tuples name (its wildcard among them), for a
+// subject set every object of its type reached (a subject set has its relation on
+// its own object).
+func usersReached(ctx context.Context, r store.Reader, object rel.ObjectRef, f *openfgav1.UserTypeFilter) ([]string, error) {
+	var ids []string
+	set := f.GetRelation() != ""
+	if set && object.Type == f.GetType() {
+		ids = append(ids, object.ID)
+	}
+	seen := map[rel.ObjectRef]bool{object: true}
+	queue := []rel.ObjectRef{object}
+	for len(queue) > 0 {
+		o := queue[0]
+		queue = queue[1:]
+		for item, err := range r.Query(ctx, store.Filter{ResourceType: o.Type, ResourceIDs: []string{o.ID}}, store.QueryOptions{}) {
+			if err != nil {
+				return nil, err
+			}
+			s := item.Relationship.Subject
+			if !set && s.Object.Type == f.GetType() && s.Relation == "" {
+				ids = append(ids, s.Object.ID)
+			}
+			if s.Object.ID != rel.Wildcard && !seen[s.Object] {
+				seen[s.Object] = true
+				queue = append(queue, s.Object)
+				if set && s.Object.Type == f.GetType() {
+					ids = append(ids, s.Object.ID)
+				}
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // user is one ListUsers answer of filter f.

@@ -188,3 +188,50 @@ func TestTuplesALaterModelDoesNotAdmitAreIgnored(t *testing.T) {
 		t.Errorf("check under the newer model: %v, %v", res, err)
 	}
 }
+
+// The engine's LookupSubjects refuses cyclic data; ListUsers then checks the users
+// the tuples reachable from the object name, subject sets reached through a
+// tupleset among them (a subject set has its relation on its own object).
+func TestListUsersOnCyclicData(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype group\n  relations\n    define member: [user, group#member]\ntype doc\n  relations\n    define owner: [group]\n    define viewer: member from owner\n")
+	tuples := []*openfgav1.TupleKey{
+		{Object: "group:a", Relation: "member", User: "group:b#member"},
+		{Object: "group:b", Relation: "member", User: "group:a#member"},
+		{Object: "group:b", Relation: "member", User: "user:anne"},
+		{Object: "group:c", Relation: "member", User: "user:bob"},
+		{Object: "doc:1", Relation: "owner", User: "group:a"},
+	}
+	r := storeWith(t, m, tuples...)
+	var stored []rel.Relationship
+	for _, tk := range tuples {
+		x, err := m.Relationship(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, x)
+	}
+	ref := &refChecker{m: m, types: m.types(), tuples: stored}
+	doc := rel.ObjectRef{Type: "doc", ID: "1"}
+	for _, f := range []*openfgav1.UserTypeFilter{{Type: "user"}, {Type: "group", Relation: "member"}} {
+		users, err := ListUsers(context.Background(), openFGAEngine(), m, r, doc, "viewer", []*openfgav1.UserTypeFilter{f}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want []string
+		for _, u := range users {
+			got = append(got, userString(u))
+		}
+		for _, u := range []string{"user:anne", "user:bob", "group:a#member", "group:b#member", "group:c#member"} {
+			s, _ := ParseUser(u)
+			if s.Object.Type != f.GetType() || s.Relation != f.GetRelation() {
+				continue
+			}
+			if ok, err := ref.check(doc, "viewer", s, nil, 0); err == nil && ok {
+				want = append(want, u)
+			}
+		}
+		if msg := sameSet(got, want); msg != "" || len(want) == 0 {
+			t.Errorf("ListUsers %v: %s (want %v)", f, msg, want)
+		}
+	}
+}

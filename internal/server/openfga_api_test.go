@@ -114,9 +114,19 @@ func TestOpenFGAAPI(t *testing.T) {
 			if !b.restart {
 				return
 			}
+			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": "t2"}); code != http.StatusOK {
+				t.Fatalf("creating a Permify tenant: %d %v", code, out)
+			}
 			ts.stop(t)
 			ts = start(t, mutate)
+			// OpenFGA's stores and Permify's tenants keep apart.
+			if code, out := permifyPost(t, ts, testKey, "/v1/tenants/list", nil); code != http.StatusOK || len(out["tenants"].([]any)) != 2 {
+				t.Errorf("Permify's tenants after OpenFGA stores were made: %d %v", code, out)
+			}
 			c := fgaClient(ts)
+			if list, err := c.ListStores(ctxT(t), &openfgav1.ListStoresRequest{}); err != nil || len(list.GetStores()) != 2 {
+				t.Errorf("after a restart, ListStores: %v %v", list, err)
+			}
 			got, err := c.GetStore(ctxT(t), &openfgav1.GetStoreRequest{StoreId: storeID})
 			if err != nil || got.GetName() != "renamed" {
 				t.Fatalf("after a restart, GetStore: %v %v", got, err)
@@ -518,6 +528,27 @@ func TestOpenFGAHTTP(t *testing.T) {
 	if code != http.StatusOK || len(out["objects"].([]any)) != 1 {
 		t.Errorf("POST list-objects: %d %v", code, out)
 	}
+	resp, err := http.Post("http://"+ts.httpAddr+"/stores/"+id+"/streamed-list-objects", "application/json",
+		strings.NewReader(`{"type":"document","relation":"viewer","user":"user:anne"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("streamed-list-objects without a key: %d %s", resp.StatusCode, streamed)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+ts.httpAddr+"/stores/"+id+"/streamed-list-objects",
+		strings.NewReader(`{"type":"document","relation":"viewer","user":"user:anne"}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(streamed)) != `{"result":{"object":"document:1"}}` {
+		t.Errorf("streamed-list-objects: %d %s", resp.StatusCode, streamed)
+	}
 	code, out = fgaHTTP(t, ts, testKey, http.MethodGet, "/stores/"+id+"/nothing-here", nil)
 	if code != http.StatusNotFound || out["code"] != "undefined_endpoint" {
 		t.Errorf("an unknown path: %d %v", code, out)
@@ -561,4 +592,17 @@ func fgaUser(u *openfgav1.User) string {
 		return u.GetUserset().GetType() + ":" + u.GetUserset().GetId() + "#" + u.GetUserset().GetRelation()
 	}
 	return u.GetWildcard().GetType() + ":*"
+}
+
+// TestOpenFGAMetrics: OpenFGA's HTTP calls take the gRPC calls' way through the
+// server (auth, admission, metrics), so each is measured under its method and code.
+func TestOpenFGAMetrics(t *testing.T) {
+	ts := start(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0" })
+	if code, out := fgaHTTP(t, ts, testKey, http.MethodGet, "/stores/01JZZZZZZZZZZZZZZZZZZZZZZZ", nil); code != http.StatusNotFound {
+		t.Fatalf("GET of an unknown store: %d %v", code, out)
+	}
+	body := scrape(t, ts.srv.MetricsAddr())
+	if !strings.Contains(body, `latch_grpc_request_duration_seconds_count{code="Code(5002)",method="/openfga.v1.OpenFGAService/GetStore"} 1`) {
+		t.Errorf("no latency series of OpenFGA's GetStore:\n%s", body)
+	}
 }

@@ -81,24 +81,32 @@ func (d *document) text() (string, error) {
 	return docHeader + string(raw), nil
 }
 
-// documentAt returns the document r reads, parsed once per text.
+// documentAt returns the document r reads, parsed once per text and read once per
+// revision: the last document parsed remembers the newest revision it was read at,
+// and a revision never changes.
 func (st *fgaStore) documentAt(ctx context.Context, r store.Reader) (*parsedDoc, error) {
+	st.cacheMu.Lock()
+	if d := st.doc; d != nil && st.docRev == r.Revision() {
+		st.cacheMu.Unlock()
+		return d, nil
+	}
+	st.cacheMu.Unlock()
 	text, err := r.Schema(ctx)
 	if err != nil {
 		return nil, storeError(err)
 	}
 	st.cacheMu.Lock()
-	if d := st.doc; d != nil && d.text == text {
-		st.cacheMu.Unlock()
-		return d, nil
-	}
+	d := st.doc
 	st.cacheMu.Unlock()
-	d, err := parseDoc(text)
-	if err != nil {
-		return nil, fgaError(openfgav1.InternalErrorCode_internal_error, "the store's models document does not parse")
+	if d == nil || d.text != text {
+		if d, err = parseDoc(text); err != nil {
+			return nil, fgaError(openfgav1.InternalErrorCode_internal_error, "the store's models document does not parse")
+		}
 	}
 	st.cacheMu.Lock()
-	st.doc = d
+	if st.doc == nil || st.docRev <= r.Revision() {
+		st.doc, st.docRev = d, r.Revision()
+	}
 	st.cacheMu.Unlock()
 	return d, nil
 }
@@ -162,11 +170,21 @@ func (st *fgaStore) rewrite(ctx context.Context, change func(*document) error) e
 	}
 }
 
-// modelFor returns the compiled model a request runs with: modelID's, or the newest.
-func (st *fgaStore) modelFor(ctx context.Context, modelID string) (*compiledModel, error) {
-	doc, err := st.document(ctx)
-	if err != nil {
-		return nil, err
+// modelFor returns the compiled model a request reading at r runs with: modelID's,
+// or the newest at r. A model written after r (a MINIMIZE_LATENCY read's revision
+// may be a few seconds old) is found at the head; a nil r reads the head.
+func (st *fgaStore) modelFor(ctx context.Context, r store.Reader, modelID string) (*compiledModel, error) {
+	var doc *parsedDoc
+	var err error
+	if r != nil {
+		if doc, err = st.documentAt(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	if doc == nil || len(doc.models) == 0 || (modelID != "" && doc.model(modelID) == nil) {
+		if doc, err = st.document(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var m *openfgav1.AuthorizationModel
 	if modelID == "" {
@@ -319,7 +337,7 @@ func (s *Service) WriteAssertions(ctx context.Context, req *openfgav1.WriteAsser
 	if err != nil {
 		return nil, err
 	}
-	cm, err := st.modelFor(ctx, req.GetAuthorizationModelId())
+	cm, err := st.modelFor(ctx, nil, req.GetAuthorizationModelId())
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package openfga
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
@@ -48,11 +47,11 @@ func (st *fgaStore) reader(ctx context.Context, c openfgav1.ConsistencyPreferenc
 }
 
 func (st *fgaStore) snapshot(ctx context.Context, modelID string, c openfgav1.ConsistencyPreference) (*Snapshot, error) {
-	cm, err := st.modelFor(ctx, modelID)
+	r, err := st.reader(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	r, err := st.reader(ctx, c)
+	cm, err := st.modelFor(ctx, r, modelID)
 	if err != nil {
 		return nil, err
 	}
@@ -228,53 +227,25 @@ func fromStatus(st *status.Status) int32 {
 // errCapped stops a lookup that has given all the results asked for.
 var errCapped = errors.New("result cap reached")
 
-// Objects yields the objects ("type:id") of typ on which user has relation as the
-// lookup finds them, each once, at most limit (0: no limit). A lookup that meets a cycle in
-// the data (which OpenFGA resolves) finishes with package fga's answer by checks;
-// one whose results need condition parameters the request lacks fails, as OpenFGA's.
+// Objects yields the objects ("type:id") of typ on which user has relation as they
+// are found (fga.StreamObjects), each once, at most limit (0: no limit).
 func (s *Snapshot) Objects(ctx context.Context, typ, relation, user string, context *structpb.Struct, limit int, yield func(string) error) error {
 	req, err := s.Model.LookupResourcesRequest(typ, relation, user, context)
 	if err != nil {
 		return fgaErr(err)
 	}
-	sent := map[string]bool{}
-	var missing []string
-	send := func(id string) error {
-		if sent[id] {
-			return nil
-		}
-		sent[id] = true
+	n := 0
+	err = fga.StreamObjects(ctx, s.Engine, s.Model, s.Reader, req, func(id string) error {
 		if err := yield(typ + ":" + id); err != nil {
 			return err
 		}
-		if limit > 0 && len(sent) >= limit {
+		if n++; limit > 0 && n >= limit {
 			return errCapped
 		}
 		return nil
-	}
-	err = s.Engine.LookupResources(ctx, s.Model.Schema, s.Reader, req, func(f engine.FoundResource) error {
-		if f.Result.Membership == engine.Conditional {
-			missing = append(missing, f.Result.Missing...)
-			return nil
-		}
-		return send(f.ID)
 	})
-	if errors.Is(err, engine.ErrMaxDepth) {
-		var ids []string
-		if ids, err = fga.ListObjects(ctx, s.Engine, s.Model, s.Reader, req); err == nil {
-			for _, id := range ids {
-				if err = send(id); err != nil {
-					break
-				}
-			}
-		}
-	}
 	if errors.Is(err, errCapped) {
 		return nil
-	}
-	if err == nil && len(missing) > 0 {
-		slices.Sort(missing)
-		err = &engine.MissingParamsError{Missing: slices.Compact(missing)}
 	}
 	return fgaErr(err)
 }

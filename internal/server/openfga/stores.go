@@ -32,6 +32,7 @@ type fgaStore struct {
 
 	cacheMu  sync.Mutex
 	doc      *parsedDoc                // guarded by cacheMu; the last document parsed
+	docRev   store.Revision            // guarded by cacheMu; the newest revision doc was read at
 	compiled map[string]*compiledModel // guarded by cacheMu; by model id
 }
 

@@ -67,7 +67,7 @@ func (s *Service) Write(ctx context.Context, req *openfgav1.WriteRequest) (*open
 	if err != nil {
 		return nil, err
 	}
-	cm, err := st.modelFor(ctx, req.GetAuthorizationModelId())
+	cm, err := st.modelFor(ctx, nil, req.GetAuthorizationModelId())
 	if err != nil {
 		return nil, err
 	}
