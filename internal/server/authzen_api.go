@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
@@ -56,8 +59,8 @@ func (s *Server) withAuthZEN(next http.Handler) http.Handler {
 	if s.fga != nil {
 		cfg.Store, cfg.StoreStatus = s.fgaStoreData, openfga.HTTPStatus
 	}
-	h := authzen.New(cfg)
-	guarded := s.adm.guard(authzenSurface, h)
+	api := authzen.New(cfg)
+	h, guarded := s.timeAuthZEN(api), s.timeAuthZEN(s.adm.guard(authzenSurface, api))
 	mux := http.NewServeMux()
 	mux.Handle("/access/v1/", guarded)
 	mux.Handle(authzen.WellKnown, h)
@@ -138,4 +141,34 @@ var authzenSurface = httpSurface{
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(err.Error() + "\n"))
 	},
+}
+
+// timeAuthZEN records each request's time in latch_authzen_request_duration_seconds,
+// by endpoint (the path after /access/v1/, or "metadata") and HTTP status; the time
+// spent waiting for admission counts, and a shed request is a 429.
+func (s *Server) timeAuthZEN(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		endpoint := "metadata"
+		if _, op, ok := strings.Cut(r.URL.Path, "/access/v1/"); ok {
+			endpoint = op
+		}
+		if !authzen.Endpoint(endpoint) && endpoint != "metadata" {
+			endpoint = "other"
+		}
+		s.metrics.authzen.WithLabelValues(endpoint, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
 }

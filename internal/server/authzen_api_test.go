@@ -377,11 +377,11 @@ func testAuthZENActionSearch(t *testing.T, ts *testServer) {
 
 // TestAuthZENShedsWith429: AuthZEN's calls go through the same limiters as the other
 // APIs: with every cheap slot taken, an evaluation is refused with 429, its reason and
-// Retry-After, while a search, in the expensive class, still runs.
+// Retry-After, while a search, in the expensive class, still runs; both are measured.
 func TestAuthZENShedsWith429(t *testing.T) {
 	ts := start(t, func(c *Config) {
 		c.MaxInflightCheap, c.MaxQueuedCheap, c.AdmissionWait = 1, 1, time.Millisecond
-		c.QuantizationWindow = -1
+		c.QuantizationWindow, c.MetricsAddr = -1, "127.0.0.1:0"
 	})
 	authzenData(t, ts)
 	holdSlots(t, ts.srv.adm.cheap)
@@ -400,6 +400,21 @@ func TestAuthZENShedsWith429(t *testing.T) {
 	search := map[string]any{"subject": user("alice"), "action": act("view"), "resource": map[string]any{"type": "doc"}}
 	if code, out := authzenPost(t, ts, "/access/v1/search/resource", search); code != http.StatusOK {
 		t.Fatalf("a search (expensive class) while the cheap class is full: %d %v", code, out)
+	}
+	// Both are measured, by endpoint and status.
+	resp, err = http.Get("http://" + ts.srv.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		`latch_authzen_request_duration_seconds_count{code="429",endpoint="evaluation"} 1`,
+		`latch_authzen_request_duration_seconds_count{code="200",endpoint="search/resource"} 1`,
+	} {
+		if !strings.Contains(string(body), series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
 	}
 }
 

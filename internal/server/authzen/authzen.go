@@ -109,6 +109,15 @@ func Expensive(path string) bool {
 	return strings.Contains(path, "/access/v1/search/")
 }
 
+// Endpoint says whether name is one of the API's endpoints under /access/v1/.
+func Endpoint(name string) bool {
+	switch name {
+	case "evaluation", "evaluations", "search/subject", "search/resource", "search/action":
+		return true
+	}
+	return false
+}
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 // operation answers one decoded request body against d.
