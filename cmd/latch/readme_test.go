@@ -118,6 +118,9 @@ func TestREADMEServerCommands(t *testing.T) {
 			if strings.Contains(sec.script, "permissions/check") && !strings.Contains(out, "CHECK_RESULT_ALLOWED") {
 				t.Errorf("the Permify example's check did not answer CHECK_RESULT_ALLOWED:\n%s", out)
 			}
+			if strings.Contains(sec.script, "/access/v1/evaluation") && !strings.Contains(out, `{"decision":true}`) {
+				t.Errorf("the AuthZEN example's evaluation did not answer {\"decision\":true}:\n%s", out)
+			}
 		})
 	}
 }

@@ -30,6 +30,7 @@ func newServeCommand(env Env) *cobra.Command {
 	var logLevel, logFormat string
 	var playgroundEnabled bool
 	openFGAEnabled := true
+	authzenEnabled := true
 	var materializeEnabled bool
 	var materializeTargets []string
 	var materializeFile string
@@ -79,6 +80,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 				cfg.Cluster.PresharedKey = v
 			}
 			cfg.OpenFGA.Disabled = !openFGAEnabled
+			cfg.AuthZENDisabled = !authzenEnabled
 			if cmd.Flags().Changed("playground-enabled") {
 				cfg.PlaygroundEnabled = &playgroundEnabled
 			}
@@ -159,6 +161,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	fs.IntVar(&cfg.OpenFGA.MaxChecksPerBatch, "openfga-max-checks-per-batch-check", openfga.DefaultMaxChecksPerBatch, "checks in one OpenFGA BatchCheck")
 	fs.IntVar(&cfg.OpenFGA.ListObjectsMaxResults, "openfga-list-objects-max-results", openfga.DefaultListObjectsMaxResults, "objects one ListObjects returns, as OpenFGA truncates it (negative: no limit)")
 	fs.IntVar(&cfg.OpenFGA.StreamedListObjectsMaxResults, "openfga-streamed-list-objects-max-results", 0, "objects one StreamedListObjects streams (0: every one)")
+	fs.BoolVar(&authzenEnabled, "authzen-enabled", true, "serve the AuthZEN Authorization API on the HTTP listener (/access/v1/..., /stores/{store_id}/access/v1/... and /.well-known/authzen-configuration)")
 	fs.BoolVar(&playgroundEnabled, "playground-enabled", false, "serve the web playground at /playground on the HTTP listener (default: on when --http-addr is loopback, off otherwise)")
 	fs.StringVar(&cfg.PlaygroundPresharedKey, "playground-preshared-key", "", "bearer token the playground's API requires (default: none; the playground never reads the server's data)")
 	fs.IntVar(&cfg.PlaygroundMaxInflight, "playground-max-inflight", server.DefaultPlaygroundMaxInflight, "playground evaluations running at once; they run only while no API call waits for a slot")

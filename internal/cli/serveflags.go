@@ -49,6 +49,7 @@ var serveFlagGroups = []struct {
 		"openfga-enabled", "openfga-max-stores", "openfga-max-tuples-per-write", "openfga-max-checks-per-batch-check",
 		"openfga-list-objects-max-results", "openfga-streamed-list-objects-max-results",
 	}},
+	{"AuthZEN", []string{"authzen-enabled"}},
 	{"Playground", []string{"playground-enabled", "playground-preshared-key", "playground-max-inflight", "playground-timeout"}},
 	{"SpiceDB compatibility", []string{"grpc-enabled", "skip-release-check"}},
 }

@@ -191,6 +191,9 @@ type Config struct {
 	// OpenFGA configures OpenFGA's API (/stores/... and openfga.v1.OpenFGAService).
 	OpenFGA OpenFGAConfig
 
+	// AuthZENDisabled turns off the AuthZEN Authorization API on the HTTP listener.
+	AuthZENDisabled bool
+
 	// Logger receives server logs; nil means slog.Default().
 	Logger *slog.Logger
 }

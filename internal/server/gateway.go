@@ -70,6 +70,8 @@ func (s *Server) newGateway() error {
 	if handler, err = s.withOpenFGA(handler); err != nil {
 		return err
 	}
+	// AuthZEN's per-store paths sit under OpenFGA's /stores/, so it routes first.
+	handler = s.withAuthZEN(handler)
 	if s.cfg.playgroundEnabled() {
 		s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth, Timeout: s.cfg.PlaygroundTimeout, Key: s.cfg.PlaygroundPresharedKey})
 		handler = withPlayground(s.adm.guard(playgroundSurface, s.playground), handler)

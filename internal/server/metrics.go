@@ -39,7 +39,10 @@ type metrics struct {
 	// queries one check needed (the engine batches, so this is its dispatch count).
 	queryLatency prometheus.Histogram
 	checkQueries prometheus.Histogram
-	log          *slog.Logger
+	// authzen times AuthZEN's HTTP requests (which, unlike OpenFGA's, are not gRPC
+	// calls), by endpoint and HTTP status.
+	authzen *prometheus.HistogramVec
+	log     *slog.Logger
 }
 
 func newMetrics(log *slog.Logger) *metrics {
@@ -61,6 +64,11 @@ func newMetrics(log *slog.Logger) *metrics {
 			Help:    "Time to serve a gRPC call, by method and status code.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18), // 100µs to ~13s
 		}, []string{"method", "code"}),
+		authzen: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "latch", Subsystem: "authzen", Name: "request_duration_seconds",
+			Help:    "Time to serve an AuthZEN request, by endpoint (evaluation, evaluations, search/subject, ...) and HTTP status.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18), // 100µs to ~13s
+		}, []string{"endpoint", "code"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "latch", Subsystem: "admission", Name: "inflight_requests",
 			Help: "Requests executing, by admission class.",
@@ -74,7 +82,7 @@ func newMetrics(log *slog.Logger) *metrics {
 			Help: "Requests refused with RESOURCE_EXHAUSTED, by admission class.",
 		}, []string{"class"}),
 	}
-	m.registry.MustRegister(m.latency, m.inflight, m.queued, m.shed, m.queryLatency, m.checkQueries,
+	m.registry.MustRegister(m.latency, m.authzen, m.inflight, m.queued, m.shed, m.queryLatency, m.checkQueries,
 		buildInfoMetric(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
