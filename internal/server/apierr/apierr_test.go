@@ -48,6 +48,8 @@ var domainErrors = map[string]error{
 	"engine.ErrMaxDepth":            engine.ErrMaxDepth,
 	"engine.ErrWildcardSubject":     engine.ErrWildcardSubject,
 	"engine.ErrBadSubproblem":       engine.ErrBadSubproblem,
+	"engine.ErrTooComplex":          engine.ErrTooComplex,
+	"engine.MissingParamsError":     &engine.MissingParamsError{Missing: []string{"x"}},
 	"engine.CaveatEvalError":        &engine.CaveatEvalError{Caveat: "c", Err: errors.New("boom")},
 	"schema.DiagnosticsError":       &schema.DiagnosticsError{Diagnostics: []schema.Diagnostic{{Msg: "bad"}}},
 	"ir.UnknownDefinitionError":     &ir.UnknownDefinitionError{},

@@ -110,6 +110,13 @@ var domain = []Rule{
 	}},
 	// A permanent answer for this data, so not a code clients retry.
 	{fp, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED, permifyDepth, Is(engine.ErrMaxDepth)},
+	// OpenFGA's rules only (its API maps them to its own codes first; AuthZEN on its
+	// stores too): a request past the subproblem budget is as permanent as a depth
+	// error, and a subjects lookup missing a condition's parameters is the request's.
+	{fp, v1.ErrorReason_ERROR_REASON_MAXIMUM_DEPTH_EXCEEDED, permifyDepth, Is(engine.ErrTooComplex)},
+	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, As(func(e *engine.MissingParamsError) map[string]string {
+		return map[string]string{"missing_parameters": strings.Join(e.Missing, ",")}
+	})},
 	// A peer's dispatch this node refuses (the cluster's dispatch service answers it;
 	// no client request can cause it).
 	{ia, v1.ErrorReason_ERROR_REASON_UNSPECIFIED, Permify{}, Is(engine.ErrBadSubproblem)},
