@@ -18,6 +18,7 @@ import (
 	"github.com/latch-authz/latch/internal/logging"
 	"github.com/latch-authz/latch/internal/runtime/gcpace"
 	"github.com/latch-authz/latch/internal/server"
+	"github.com/latch-authz/latch/internal/server/openfga"
 )
 
 // newServeCommand builds `latch serve`. Flag names follow SpiceDB's `spicedb serve`
@@ -26,6 +27,7 @@ func newServeCommand(env Env) *cobra.Command {
 	var cfg server.Config
 	var logLevel, logFormat string
 	var playgroundEnabled bool
+	openFGAEnabled := true
 	var materializeEnabled bool
 	var otel otelFlags
 	cmd := &cobra.Command{
@@ -72,6 +74,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 			if v := env.Getenv("LATCH_DISPATCH_CLUSTER_PRESHARED_KEY"); v != "" && !cmd.Flags().Changed("dispatch-cluster-preshared-key") {
 				cfg.Cluster.PresharedKey = v
 			}
+			cfg.OpenFGA.Disabled = !openFGAEnabled
 			if cmd.Flags().Changed("playground-enabled") {
 				cfg.PlaygroundEnabled = &playgroundEnabled
 			}
@@ -143,6 +146,12 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	fs.DurationVar(&cfg.StreamStallTimeout, "stream-stall-timeout", server.DefaultStreamStallTimeout, "longest a streaming call waits on a client that does not read before it is ended and its slot freed")
 	fs.IntVar(&cfg.MaxWatchStreams, "max-watch-streams", server.DefaultMaxWatchStreams, "Watch streams open at once; more are refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.MaxTenants, "max-tenants", server.DefaultMaxTenants, "Permify tenants besides t1; more are refused")
+	fs.BoolVar(&openFGAEnabled, "openfga-enabled", true, "serve OpenFGA's API (openfga.v1.OpenFGAService on the gRPC listener, /stores/... on the HTTP listener)")
+	fs.IntVar(&cfg.OpenFGA.MaxStores, "openfga-max-stores", 0, "OpenFGA stores; more are refused (0: no limit)")
+	fs.IntVar(&cfg.OpenFGA.MaxTuplesPerWrite, "openfga-max-tuples-per-write", openfga.DefaultMaxTuplesPerWrite, "writes plus deletes in one OpenFGA Write")
+	fs.IntVar(&cfg.OpenFGA.MaxChecksPerBatch, "openfga-max-checks-per-batch-check", openfga.DefaultMaxChecksPerBatch, "checks in one OpenFGA BatchCheck")
+	fs.IntVar(&cfg.OpenFGA.ListObjectsMaxResults, "openfga-list-objects-max-results", openfga.DefaultListObjectsMaxResults, "objects one ListObjects returns, as OpenFGA truncates it (negative: no limit)")
+	fs.IntVar(&cfg.OpenFGA.StreamedListObjectsMaxResults, "openfga-streamed-list-objects-max-results", 0, "objects one StreamedListObjects streams (0: every one)")
 	fs.BoolVar(&playgroundEnabled, "playground-enabled", false, "serve the web playground at /playground on the HTTP listener (default: on when --http-addr is loopback, off otherwise)")
 	fs.StringVar(&cfg.PlaygroundPresharedKey, "playground-preshared-key", "", "bearer token the playground's API requires (default: none; the playground never reads the server's data)")
 	fs.IntVar(&cfg.PlaygroundMaxInflight, "playground-max-inflight", server.DefaultPlaygroundMaxInflight, "playground evaluations running at once; they run only while no API call waits for a slot")

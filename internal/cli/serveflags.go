@@ -45,6 +45,10 @@ var serveFlagGroups = []struct {
 		"grpc-tls-cert-path", "grpc-tls-key-path", "http-tls-cert-path", "http-tls-key-path",
 		"dispatch-cluster-tls-cert-path", "dispatch-cluster-tls-key-path", "dispatch-upstream-ca-path", "dispatch-cluster-insecure-plaintext",
 	}},
+	{"OpenFGA", []string{
+		"openfga-enabled", "openfga-max-stores", "openfga-max-tuples-per-write", "openfga-max-checks-per-batch-check",
+		"openfga-list-objects-max-results", "openfga-streamed-list-objects-max-results",
+	}},
 	{"Playground", []string{"playground-enabled", "playground-preshared-key", "playground-max-inflight", "playground-timeout"}},
 	{"SpiceDB compatibility", []string{"grpc-enabled", "skip-release-check"}},
 }

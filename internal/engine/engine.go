@@ -28,8 +28,30 @@ type wildcardLookupError struct{}
 func (wildcardLookupError) Error() string        { return "cannot perform lookup resources on wildcard" }
 func (wildcardLookupError) Is(target error) bool { return target == ErrWildcardSubject }
 
+// Semantics names whose evaluation rules an engine follows. Each API's engine is
+// built with its own: the rules differ where the systems do.
+type Semantics int
+
+const (
+	// SpiceDB's rules, which Permify's API shares: a wildcard subject is refused and
+	// recursion that does not end fails at the depth limit.
+	SpiceDB Semantics = iota
+	// OpenFGA's rules: a subproblem met again on its own evaluation path answers no
+	// for that branch (the other branches decide); the depth limit counts what OpenFGA
+	// counts (computed usersets, the objects of `x from y`, subject sets), not the
+	// step from a relation to its own stored tuples (a relation, not a permission);
+	// and `type:*` may be the subject of a check or lookup of resources, which it
+	// passes through tuples naming that wildcard only.
+	OpenFGA
+)
+
+// OpenFGAMaxDepth is OpenFGA's default resolution depth limit.
+const OpenFGAMaxDepth = 25
+
 // Config tunes an Engine.
 type Config struct {
+	// Semantics selects the evaluation rules (the zero value: SpiceDB's).
+	Semantics Semantics
 	// MaxDepth bounds how many relations and arrows one check may traverse in a chain;
 	// 0 means DefaultMaxDepth.
 	MaxDepth int
@@ -55,6 +77,7 @@ type Config struct {
 // request is bounded at one by construction and needs no concurrency limit; the
 // server bounds how many requests run at once (admission control).
 type Engine struct {
+	sem      Semantics
 	maxDepth int
 	cache    *cache.Cache
 	disp     Dispatcher
@@ -69,7 +92,7 @@ func New(cfg Config) *Engine {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
-	return &Engine{maxDepth: cfg.MaxDepth, cache: cfg.Cache, disp: cfg.Dispatcher, index: cfg.Index, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	return &Engine{sem: cfg.Semantics, maxDepth: cfg.MaxDepth, cache: cfg.Cache, disp: cfg.Dispatcher, index: cfg.Index, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // Sibling returns an engine with e's configuration and cache whose answers are keyed
@@ -77,13 +100,19 @@ func New(cfg Config) *Engine {
 // dispatches nothing and has no index: the cluster's nodes and the index are of e's
 // datastore, not the sibling's.
 func (e *Engine) Sibling() *Engine {
-	return New(Config{MaxDepth: e.maxDepth, Cache: e.cache})
+	return New(Config{Semantics: e.sem, MaxDepth: e.maxDepth, Cache: e.cache})
+}
+
+// OpenFGASibling is Sibling with OpenFGA's semantics and depth limit. Its answers
+// depend on the model as well as the revision: use one per store and model.
+func (e *Engine) OpenFGASibling() *Engine {
+	return New(Config{Semantics: OpenFGA, MaxDepth: OpenFGAMaxDepth, Cache: e.cache})
 }
 
 // Uncached returns an engine with e's configuration but no cache and no index, for
 // readers whose answers are not those of their revision (store.WithUpdates).
 func (e *Engine) Uncached() *Engine {
-	return New(Config{MaxDepth: e.maxDepth})
+	return New(Config{Semantics: e.sem, MaxDepth: e.maxDepth})
 }
 
 // BulkResult is one item's answer in CheckBulk: a Result or an error for that item alone.

@@ -39,6 +39,10 @@ var forbidden = map[string][]string{
 	// Permify's data model and the validation files run without a network face: they
 	// call the engine and a store directly. So do the rules the server applies.
 	"internal/permdata":       offline,
+	// OpenFGA's data model speaks in the openfga/api protos, whose package carries its
+	// gRPC service and gateway: it may link them, never the server, the CLI or
+	// authzed-go, and serves nothing itself.
+	"internal/fga": {"net/http", "github.com/authzed/authzed-go", module + "internal/server", module + "internal/cli"},
 	"internal/validationfile": offline,
 	"internal/revision":       offline,
 	"internal/relcounter":     offline,

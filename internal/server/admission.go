@@ -49,6 +49,13 @@ var expensiveMethods = []string{
 	"/authzed.api.v1.PermissionsService/ExportBulkRelationships",
 	"/authzed.api.v1.ExperimentalService/BulkImportRelationships",
 	"/authzed.api.v1.ExperimentalService/BulkExportRelationships",
+	"/openfga.v1.OpenFGAService/WriteAuthorizationModel",
+	"/openfga.v1.OpenFGAService/Read",
+	"/openfga.v1.OpenFGAService/ReadChanges",
+	"/openfga.v1.OpenFGAService/Expand",
+	"/openfga.v1.OpenFGAService/ListObjects",
+	"/openfga.v1.OpenFGAService/StreamedListObjects",
+	"/openfga.v1.OpenFGAService/ListUsers",
 }
 
 // limiter admits up to cap requests at once and queues up to queue more, each for at

@@ -184,8 +184,25 @@ type Config struct {
 	// tenants/create is refused.
 	MaxTenants int
 
+	// OpenFGA configures OpenFGA's API (/stores/... and openfga.v1.OpenFGAService).
+	OpenFGA OpenFGAConfig
+
 	// Logger receives server logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// OpenFGAConfig configures OpenFGA's API.
+type OpenFGAConfig struct {
+	// Disabled turns the API off on both listeners.
+	Disabled bool
+	// MaxStores bounds the stores (0: no bound).
+	MaxStores int
+	// MaxTuplesPerWrite bounds a Write's writes plus deletes (0: OpenFGA's 100), and
+	// MaxChecksPerBatch a BatchCheck's checks (0: OpenFGA's 50).
+	MaxTuplesPerWrite, MaxChecksPerBatch int
+	// ListObjectsMaxResults caps ListObjects (0: OpenFGA's 1,000; negative: no cap);
+	// StreamedListObjectsMaxResults caps StreamedListObjects (0: no cap).
+	ListObjectsMaxResults, StreamedListObjectsMaxResults int
 }
 
 // ClusterConfig places a server in a cluster.
@@ -349,6 +366,10 @@ func (c Config) Validate() error {
 		{"playground timeout", int64(c.PlaygroundTimeout)},
 		{"max watch streams", int64(c.MaxWatchStreams)},
 		{"max tenants", int64(c.MaxTenants)},
+		{"OpenFGA max stores", int64(c.OpenFGA.MaxStores)},
+		{"OpenFGA max tuples per write", int64(c.OpenFGA.MaxTuplesPerWrite)},
+		{"OpenFGA max checks per batch", int64(c.OpenFGA.MaxChecksPerBatch)},
+		{"OpenFGA streamed list objects max results", int64(c.OpenFGA.StreamedListObjectsMaxResults)},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", n.name))

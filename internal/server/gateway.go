@@ -66,6 +66,9 @@ func (s *Server) newGateway() error {
 		return err
 	}
 	s.closePermify = closePermify
+	if handler, err = s.withOpenFGA(handler); err != nil {
+		return err
+	}
 	if s.cfg.playgroundEnabled() {
 		s.playground = playground.New(playground.Config{MaxDepth: s.cfg.MaxDepth, Timeout: s.cfg.PlaygroundTimeout, Key: s.cfg.PlaygroundPresharedKey})
 		handler = withPlayground(s.adm.guard(playgroundSurface, s.playground), handler)

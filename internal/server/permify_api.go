@@ -72,12 +72,18 @@ var permifySurface = httpSurface{
 // database server with t1, and a tenant's traffic rarely needs more.
 const tenantConns = 4
 
-// tenantStores keeps tenants as durable as the server's own data: pebble directories
-// beside the server's (DIR.tenants/ID), or a schema each in the PostgreSQL or
-// CockroachDB database; a memory server's tenants are memory stores. PostgreSQL
-// tenants use the server's connection pools (postgres.Store.InSchema), so tenants
-// cost the database no connections.
+// tenantStores keeps Permify's tenants (tenantStoresIn).
 func (s *Server) tenantStores() permify.TenantStores {
+	return s.tenantStoresIn(".tenants", "", s.cfg.DatastoreBlockCacheBytes)
+}
+
+// tenantStoresIn keeps tenants as durable as the server's own data: pebble directories
+// beside the server's (DIR+dirSuffix/ID, each with a block cache of cacheBytes), or a
+// schema each in the PostgreSQL or CockroachDB database (named with schemaPrefix; ""
+// for Permify's); a memory server's tenants are memory stores. PostgreSQL tenants use
+// the server's connection pools (postgres.Store.InSchema), so tenants cost the
+// database no connections. Each API's tenants live apart from the others'.
+func (s *Server) tenantStoresIn(dirSuffix, schemaPrefix string, cacheBytes int64) permify.TenantStores {
 	cfg := s.cfg
 	if cfg.Datastore != nil || cfg.DatastoreEngine == "memory" {
 		return permify.MemoryTenants{Options: memory.Options{GCWindow: cfg.GCWindow}}
@@ -85,14 +91,14 @@ func (s *Server) tenantStores() permify.TenantStores {
 	switch base := s.store.(type) {
 	case *postgres.Store:
 		return permify.SQLTenants{Tenants: sqlstore.Tenants{
-			URI: cfg.DatastoreURI, Engine: "postgres", Migrate: postgres.Migrate,
+			URI: cfg.DatastoreURI, Engine: "postgres", Migrate: postgres.Migrate, Prefix: schemaPrefix,
 			Open: func(ctx context.Context, schema string) (store.Store, error) {
 				return base.InSchema(ctx, schema, postgres.Options{GCWindow: cfg.GCWindow})
 			},
 		}}
 	case *crdb.Store:
 		return permify.SQLTenants{Tenants: sqlstore.Tenants{
-			URI: cfg.DatastoreURI, Engine: "cockroachdb", Migrate: crdb.Migrate,
+			URI: cfg.DatastoreURI, Engine: "cockroachdb", Migrate: crdb.Migrate, Prefix: schemaPrefix,
 			Open: func(ctx context.Context, schema string) (store.Store, error) {
 				uri, err := sqlstore.TenantURI(cfg.DatastoreURI, schema)
 				if err != nil {
@@ -106,5 +112,5 @@ func (s *Server) tenantStores() permify.TenantStores {
 	if dir == "" {
 		dir = DefaultDataDir
 	}
-	return permify.PebbleTenants{Dir: filepath.Clean(dir) + ".tenants", Options: pebble.Options{GCWindow: cfg.GCWindow, CacheSize: cfg.DatastoreBlockCacheBytes}}
+	return permify.PebbleTenants{Dir: filepath.Clean(dir) + dirSuffix, Options: pebble.Options{GCWindow: cfg.GCWindow, CacheSize: cacheBytes}}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
+	openfgav1 "github.com/openfga/api/proto/openfga/v1"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -33,6 +34,7 @@ import (
 	"github.com/latch-authz/latch/internal/logging"
 	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/revision"
+	"github.com/latch-authz/latch/internal/server/openfga"
 	"github.com/latch-authz/latch/internal/server/playground"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/changefeed"
@@ -91,6 +93,8 @@ type Server struct {
 	gwConn     *grpc.ClientConn
 	// closePermify closes the stores of Permify tenants; nil without the gateway.
 	closePermify func()
+	// fga serves OpenFGA's API; nil when it is disabled.
+	fga *openfga.Service
 	// playground serves /playground on the gateway's listener; nil without the gateway.
 	playground *playground.Handler
 
@@ -150,6 +154,10 @@ func New(cfg Config) (*Server, error) {
 	s.engine = engine.New(ecfg)
 	s.metrics.registerReads(s.store)
 	s.quantizer = revision.NewQuantizer(cfg.QuantizationWindow, cfg.MaxStalenessPercent, s.store.HeadRevision)
+	if err := s.openFGA(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("opening the OpenFGA stores: %w", err)
+	}
 	if err := s.listen(); err != nil {
 		s.Close()
 		return nil, err
@@ -280,6 +288,10 @@ func (s *Server) newGRPCServer() *grpc.Server {
 	s.health = health.NewServer()
 	for _, name := range healthServices {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	if s.fga != nil {
+		g.RegisterService(invalidOnDecodeError(&openfgav1.OpenFGAService_ServiceDesc), s.fga)
+		s.health.SetServingStatus(openfgav1.OpenFGAService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
@@ -467,6 +479,9 @@ func (s *Server) Close() {
 	}
 	if s.playground != nil {
 		s.playground.Close()
+	}
+	if s.fga != nil {
+		s.fga.Close()
 	}
 	if s.stopIndex != nil {
 		s.stopIndex()

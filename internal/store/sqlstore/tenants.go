@@ -33,6 +33,10 @@ type Tenants struct {
 	// the tables of the schema named schema.
 	Migrate func(ctx context.Context, uri string) error
 	Open    func(ctx context.Context, schema string) (store.Store, error)
+	// Prefix starts the names of the tenants' schemas ("": latch_tenant_, Permify's
+	// tenants); tenants of another API take a prefix of their own, so that neither
+	// lists the other's.
+	Prefix string
 }
 
 // Tenant is one tenant's record; Store is set by Existing and Create.
@@ -51,11 +55,18 @@ type tenantMark struct {
 // tenantSchemaPrefix starts the name of every tenant schema.
 const tenantSchemaPrefix = "latch_tenant_"
 
-// tenantSchema names a tenant's schema: tenant ids may be longer than PostgreSQL's
-// 63-byte identifiers and differ only in case, so the name is a digest of the id.
-func tenantSchema(id string) string {
+// schema names a tenant's schema: tenant ids may be longer than PostgreSQL's 63-byte
+// identifiers and differ only in case, so the name is a digest of the id.
+func (t Tenants) schema(id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return tenantSchemaPrefix + hex.EncodeToString(sum[:10])
+	return t.prefix() + hex.EncodeToString(sum[:10])
+}
+
+func (t Tenants) prefix() string {
+	if t.Prefix == "" {
+		return tenantSchemaPrefix
+	}
+	return t.Prefix
 }
 
 // TenantURI is uri with its search_path set to schema, in either of the two forms
@@ -90,7 +101,7 @@ func (t Tenants) Existing(ctx context.Context) ([]Tenant, error) {
 	}
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `SELECT nspname, coalesce(obj_description(oid, 'pg_namespace'), '')
-		FROM pg_namespace WHERE nspname::text LIKE $1 ORDER BY nspname`, strings.ReplaceAll(tenantSchemaPrefix, "_", `\_`)+"%")
+		FROM pg_namespace WHERE nspname::text LIKE $1 ORDER BY nspname`, strings.ReplaceAll(t.prefix(), "_", `\_`)+"%")
 	if err != nil {
 		return nil, Classify(ctx, t.Engine+": listing tenants", err)
 	}
@@ -101,7 +112,7 @@ func (t Tenants) Existing(ctx context.Context) ([]Tenant, error) {
 			return nil, Classify(ctx, t.Engine+": listing tenants", err)
 		}
 		var m tenantMark
-		if json.Unmarshal([]byte(comment), &m) == nil && tenantSchema(m.ID) == schema {
+		if json.Unmarshal([]byte(comment), &m) == nil && t.schema(m.ID) == schema {
 			marks = append(marks, m)
 		}
 	}
@@ -127,14 +138,14 @@ func (t Tenants) Existing(ctx context.Context) ([]Tenant, error) {
 // schemas, which the server made, are the server's to upgrade. Migrating a schema
 // already at the version changes nothing.
 func (t Tenants) open(ctx context.Context, id string) (store.Store, error) {
-	uri, err := TenantURI(t.URI, tenantSchema(id))
+	uri, err := TenantURI(t.URI, t.schema(id))
 	if err != nil {
 		return nil, err
 	}
 	if err := t.Migrate(ctx, uri); err != nil {
 		return nil, err
 	}
-	return t.Open(ctx, tenantSchema(id))
+	return t.Open(ctx, t.schema(id))
 }
 
 // Create makes a new tenant's schema, migrates it, marks it finished and opens its
@@ -145,14 +156,14 @@ func (t Tenants) Create(ctx context.Context, tn Tenant) (store.Store, error) {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	schema := pgx.Identifier{tenantSchema(tn.ID)}.Sanitize()
+	schema := pgx.Identifier{t.schema(tn.ID)}.Sanitize()
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
 		return nil, Classify(ctx, t.Engine+": creating a tenant", err)
 	}
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return nil, Classify(ctx, t.Engine+": creating a tenant", err)
 	}
-	uri, err := TenantURI(t.URI, tenantSchema(tn.ID))
+	uri, err := TenantURI(t.URI, t.schema(tn.ID))
 	if err == nil {
 		err = t.Migrate(ctx, uri)
 	}
@@ -167,7 +178,7 @@ func (t Tenants) Create(ctx context.Context, tn Tenant) (store.Store, error) {
 	}
 	var st store.Store
 	if err == nil {
-		st, err = t.Open(ctx, tenantSchema(tn.ID))
+		st, err = t.Open(ctx, t.schema(tn.ID))
 	}
 	if err != nil {
 		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
@@ -183,7 +194,7 @@ func (t Tenants) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{tenantSchema(id)}.Sanitize()+" CASCADE")
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{t.schema(id)}.Sanitize()+" CASCADE")
 	return Classify(ctx, t.Engine+": deleting a tenant", err)
 }
 

@@ -1,0 +1,70 @@
+package fga
+
+import (
+	openfgav1 "github.com/openfga/api/proto/openfga/v1"
+
+	"github.com/latch-authz/latch/internal/schema/ir"
+)
+
+// schema builds the IR of a validated model: per type, in the model's order, a
+// permission per relation (name order) and, for each relation assignable directly,
+// the stored relation of its tuples.
+func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
+	defs := make([]*ir.Definition, 0, len(c.m.GetTypeDefinitions()))
+	for _, td := range c.m.GetTypeDefinitions() {
+		d := &ir.Definition{Name: td.GetType()}
+		for _, r := range sortedKeys(td.GetRelations()) {
+			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r])})
+		}
+		for _, r := range sortedKeys(td.GetRelations()) {
+			direct := c.direct[td.GetType()][r]
+			if len(direct) == 0 {
+				continue
+			}
+			allowed := make([]ir.AllowedSubject, 0, len(direct))
+			for _, ref := range direct {
+				allowed = append(allowed, ir.AllowedSubject{SubjectType: ir.SubjectType{
+					Type: ref.GetType(), Relation: ref.GetRelation(), Wildcard: ref.GetWildcard() != nil, Caveat: ref.GetCondition(),
+				}})
+			}
+			d.Relations = append(d.Relations, &ir.Relation{Name: StoredRelation(r), Allowed: allowed})
+		}
+		defs = append(defs, d)
+	}
+	return ir.NewSchema(defs, caveats, nil)
+}
+
+// rewrite converts relation r's userset rewrite: `this` reads r's stored relation,
+// `x from y` walks y's stored relation to x on its objects.
+func rewrite(r string, u *openfgav1.Userset) *ir.Expr {
+	switch x := u.GetUserset().(type) {
+	case *openfgav1.Userset_This:
+		return &ir.Expr{Kind: ir.Ref, Name: StoredRelation(r)}
+	case *openfgav1.Userset_ComputedUserset:
+		return &ir.Expr{Kind: ir.Ref, Name: x.ComputedUserset.GetRelation()}
+	case *openfgav1.Userset_TupleToUserset:
+		return &ir.Expr{
+			Kind: ir.Arrow, Tupleset: StoredRelation(x.TupleToUserset.GetTupleset().GetRelation()),
+			Target: x.TupleToUserset.GetComputedUserset().GetRelation(),
+		}
+	case *openfgav1.Userset_Union:
+		return operands(ir.Union, r, x.Union.GetChild())
+	case *openfgav1.Userset_Intersection:
+		return operands(ir.Intersection, r, x.Intersection.GetChild())
+	case *openfgav1.Userset_Difference:
+		return &ir.Expr{Kind: ir.Exclusion, Children: []*ir.Expr{rewrite(r, x.Difference.GetBase()), rewrite(r, x.Difference.GetSubtract())}}
+	}
+	return &ir.Expr{Kind: ir.Nil}
+}
+
+// operands builds a union or intersection; one operand is the operand itself.
+func operands(kind ir.ExprKind, r string, children []*openfgav1.Userset) *ir.Expr {
+	if len(children) == 1 {
+		return rewrite(r, children[0])
+	}
+	x := &ir.Expr{Kind: kind}
+	for _, ch := range children {
+		x.Children = append(x.Children, rewrite(r, ch))
+	}
+	return x
+}
