@@ -6,6 +6,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/latch-authz/latch/internal/rel"
 )
@@ -54,6 +55,15 @@ type CheckRequest struct {
 // ErrMaxDepth is returned when evaluation recursed past the depth limit; the answer
 // is then unknown and no result is given.
 var ErrMaxDepth = errors.New("maximum depth exceeded")
+
+// MissingParamsError reports, under OpenFGA's semantics, a lookup of subjects that
+// met a condition without all of its parameters, which OpenFGA fails whatever the
+// other paths answer; Missing is sorted and without duplicates.
+type MissingParamsError struct{ Missing []string }
+
+func (e *MissingParamsError) Error() string {
+	return "failed to evaluate relationship condition: context is missing parameters: " + strings.Join(e.Missing, ", ")
+}
 
 // CaveatEvalError reports a caveat that failed to evaluate (a context value of the
 // wrong type, a runtime error in the expression, a cost limit).

@@ -206,6 +206,20 @@ func (ev *evaluator) caveat(c *rel.Caveat) outcome {
 	if err != nil {
 		return caveatErr(c.Name, err)
 	}
+	if ev.fga {
+		// OpenFGA evaluates a condition only with every parameter given, even
+		// where the given ones would decide it.
+		var absent []string
+		for _, p := range def.Params {
+			if _, ok := converted[p.Name]; !ok {
+				absent = append(absent, p.Name)
+			}
+		}
+		if len(absent) > 0 {
+			ev.unmet = append(ev.unmet, absent...)
+			return outcome{st: cond, missing: mergeMissing(absent, nil)}
+		}
+	}
 	res, err := def.Compiled.Eval(converted)
 	if err != nil {
 		return caveatErr(c.Name, err)

@@ -128,7 +128,7 @@ type BulkResult struct {
 // together share one evaluation.
 func (e *Engine) Check(ctx context.Context, s *ir.Schema, r store.Reader, req CheckRequest) (Result, error) {
 	if e.cache != nil || e.disp != nil {
-		if err := validateCheck(s, req); err != nil {
+		if err := validateCheck(s, req, e.sem); err != nil {
 			return Result{}, err
 		}
 		ctxJSON, err := contextJSON(req.Context)
@@ -173,7 +173,7 @@ func (e *Engine) checkBulk(ctx context.Context, s *ir.Schema, r store.Reader, re
 	groups := map[string]*group{}
 	var order []string
 	for i, req := range reqs {
-		if err := validateCheck(s, req); err != nil {
+		if err := validateCheck(s, req, e.sem); err != nil {
 			out[i].Err = err
 			continue
 		}
@@ -224,7 +224,7 @@ func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectR
 	if err != nil {
 		// A context that cannot be written down is neither shared nor sent anywhere.
 		ev := newEvaluator(s, r, subject, reqCtx, shared{})
-		ev.index = e.index
+		ev.index, ev.fga = e.index, e.sem == OpenFGA
 		return ev
 	}
 	return e.evaluatorWith(s, r, subject, reqCtx, ctxJSON)
@@ -233,7 +233,7 @@ func (e *Engine) evaluatorFor(s *ir.Schema, r store.Reader, subject rel.SubjectR
 // evaluatorWith is evaluatorFor for a context already written as ctxJSON.
 func (e *Engine) evaluatorWith(s *ir.Schema, r store.Reader, subject rel.SubjectRef, reqCtx map[string]any, ctxJSON []byte) *evaluator {
 	ev := newEvaluator(s, r, subject, reqCtx, e.sharedFor(s, r.Revision(), subject, ctxJSON))
-	ev.index = e.index
+	ev.index, ev.fga = e.index, e.sem == OpenFGA
 	if e.disp != nil {
 		ev.routing = &routing{
 			disp: e.disp, base: routeBase(subject, ctxJSON), anyBase: routeBase(anySubject(subject), ctxJSON),

@@ -54,6 +54,12 @@ type evaluator struct {
 	visit readVisitor
 
 	memo map[memoKey]outcome
+	// fga: OpenFGA's semantics (Semantics). path holds the subproblems being
+	// evaluated, the request's evaluation path, to tell a cycle.
+	fga  bool
+	path map[memoKey]bool
+	// unmet collects the parameters conditions lacked (OpenFGA's semantics).
+	unmet []string
 	// tuplesets holds the relationships arrows read, by resource (hops).
 	tuplesets map[tuplesetKey][]edge
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
@@ -86,7 +92,7 @@ func (ev *evaluator) release() {
 		return
 	}
 	ev.forget()
-	*ev = evaluator{memo: ev.memo, errDepth: ev.errDepth, tuplesets: ev.tuplesets}
+	*ev = evaluator{memo: ev.memo, errDepth: ev.errDepth, tuplesets: ev.tuplesets, path: ev.path}
 	evaluators.Put(ev)
 }
 
@@ -148,6 +154,12 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	fromIndex := false
 	for i, id := range ids {
 		k := memoKey{r, id}
+		if ev.path[k] {
+			skip()
+			answer(id, outCyc)
+			step = ev.tr.answered(step, r, id, outCyc, false)
+			continue
+		}
 		if o, ok := ev.memo[k]; ok {
 			skip()
 			answer(id, o)
@@ -215,13 +227,7 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	}
 	if len(todo) > 0 {
 		ev.tr.begin(step, r)
-		var res results
-		var err error
-		if r.IsPermission() {
-			res, err = ev.expr(ctx, r.Def, r.Rewrite, todo, depth)
-		} else {
-			res, err = ev.direct(ctx, r, todo, depth)
-		}
+		res, err := ev.evaluate(ctx, r, todo, depth)
 		if err != nil {
 			// A local failure stops the dispatches still in flight, and waits for them:
 			// none may outlive the request whose reader it uses.
@@ -265,21 +271,68 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	return out, nil
 }
 
+// evaluate answers r over ids, which the evaluator has no answer for. Under
+// OpenFGA's semantics the ids are on the evaluation path while they are evaluated,
+// and an id answered cyc in a batch is evaluated again alone: the cycle met may have
+// been through another id of the batch, which is not on its own path.
+func (ev *evaluator) evaluate(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
+	if !ev.fga {
+		if r.IsPermission() {
+			return ev.expr(ctx, r.Def, r.Rewrite, ids, depth)
+		}
+		return ev.direct(ctx, r, ids, depth)
+	}
+	if ev.path == nil {
+		ev.path = map[memoKey]bool{}
+	}
+	for _, id := range ids {
+		ev.path[memoKey{r, id}] = true
+	}
+	var res results
+	var err error
+	if r.IsPermission() {
+		res, err = ev.expr(ctx, r.Def, r.Rewrite, ids, depth)
+	} else {
+		res, err = ev.direct(ctx, r, ids, depth)
+	}
+	for _, id := range ids {
+		delete(ev.path, memoKey{r, id})
+	}
+	if err != nil || len(ids) == 1 {
+		return res, err
+	}
+	for _, id := range ids {
+		if res.get(id).st != cyc {
+			continue
+		}
+		alone, err := ev.resolve(ctx, r, []string{id}, depth, false)
+		if err != nil {
+			return nil, err
+		}
+		res.put(id, alone.get(id))
+	}
+	return res, nil
+}
+
 // forget drops what the evaluator remembers of the subproblems it answered and the
 // relationships its arrows read.
 func (ev *evaluator) forget() {
 	clear(ev.memo)
 	clear(ev.errDepth)
 	clear(ev.tuplesets)
+	clear(ev.path)
 }
 
 // remember records id's answer for the rest of the request: in the memo, or, cut off
 // by the depth limit, as failing again at this depth or less.
 func (ev *evaluator) remember(r *ir.Relation, id string, o outcome, depth int) {
 	k := memoKey{r, id}
-	if o.st == depthErr {
+	switch o.st {
+	case depthErr:
 		ev.errDepth[k] = max(ev.errDepth[k], depth)
-	} else {
+	case cyc:
+		// No for this path alone.
+	default:
 		ev.memo[k] = o
 	}
 }
@@ -340,6 +393,10 @@ func (ev *evaluator) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, i
 	case ir.Nil:
 		return results{}, nil
 	case ir.Ref:
+		if ev.fga && !x.Rel.IsPermission() {
+			// OpenFGA counts no step from a relation to its own tuples.
+			return ev.relation(ctx, x.Rel, ids, depth)
+		}
 		return ev.relation(ctx, x.Rel, ids, depth-1)
 	case ir.Arrow:
 		return ev.arrow(ctx, def, x, ids, depth)

@@ -42,7 +42,7 @@ type FoundResource struct {
 // yielded: it can be neither listed nor left out. yield returning an error stops the
 // lookup with that error.
 func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Reader, req LookupResourcesRequest, yield func(FoundResource) error) error {
-	target, err := resourcesTarget(s, req)
+	target, err := resourcesTarget(s, req, e.sem)
 	if err != nil {
 		return err
 	}

@@ -350,6 +350,7 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 		return err
 	}
 	ev := newEvaluator(s, r, rel.SubjectRef{}, req.Context, shared{})
+	ev.fga = e.sem == OpenFGA
 	p := &subjectPlanner{ev: ev, s: s, r: r, typ: req.SubjectType, subjRel: req.SubjectRelation, nodes: newDepthMemo[*planNode]()}
 	plan, err := p.relation(ctx, target, req.Resource.ID, e.maxDepth)
 	if err != nil {
@@ -384,6 +385,9 @@ func (e *Engine) LookupSubjects(ctx context.Context, s *ir.Schema, r store.Reade
 		if err := wilds.yield(w, part.excluded, yield); err != nil {
 			return err
 		}
+	}
+	if len(ev.unmet) > 0 {
+		return &MissingParamsError{Missing: mergeMissing(ev.unmet, nil)}
 	}
 	return nil
 }

@@ -16,6 +16,9 @@ const (
 	cond
 	depthErr
 	evalErr
+	// cyc is no because a branch met its own subproblem again on its evaluation path
+	// (OpenFGA's semantics only): no for this path, so never remembered or cached.
+	cyc
 )
 
 // outcome is one resource's answer; missing is set only for cond, err only for evalErr.
@@ -37,6 +40,7 @@ var (
 	outNo  = outcome{st: no}
 	outHas = outcome{st: has}
 	outErr = outcome{st: depthErr}
+	outCyc = outcome{st: cyc}
 )
 
 // results maps resource ids to their outcomes. An absent id means no.
@@ -71,16 +75,21 @@ func or(a, b outcome) outcome {
 		return outcome{st: cond, missing: mergeMissing(a.missing, b.missing)}
 	case a.st == cond:
 		return a
+	case a.st == cyc && b.st == no:
+		return a
 	default:
 		return b
 	}
 }
 
-// and is intersection: no wins; an unknown branch taints anything but no.
+// and is intersection: no wins; an unknown branch taints anything but no. A cycle
+// is no for its path, which wins over the unknowns as no does (OpenFGA's rule).
 func and(a, b outcome) outcome {
 	switch {
 	case a.st == no || b.st == no:
 		return outNo
+	case a.st == cyc || b.st == cyc:
+		return outCyc
 	case a.st == depthErr || b.st == depthErr:
 		return outErr
 	case a.st == evalErr || b.st == evalErr:
@@ -94,7 +103,8 @@ func and(a, b outcome) outcome {
 	}
 }
 
-// not is exclusion's right side: has and no swap; cond and unknown stay.
+// not is exclusion's right side: has and no swap; cond, unknown and cyc stay (a
+// subtracted cycle denies, as in OpenFGA).
 func not(a outcome) outcome {
 	switch a.st {
 	case has:

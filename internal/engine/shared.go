@@ -122,7 +122,7 @@ func (e *Engine) checkShared(ctx context.Context, s *ir.Schema, r store.Reader, 
 	}
 	eval := func() (Result, error) {
 		ev := newEvaluator(s, r, req.Subject, req.Context, sh)
-		ev.index = e.index
+		ev.index, ev.fga = e.index, e.sem == OpenFGA
 		defer ev.release()
 		res, err := ev.relation(ctx, relation, []string{req.Resource.ID}, e.maxDepth)
 		if err != nil {

@@ -35,31 +35,32 @@ func validateSubjectType(s *ir.Schema, typ, relation string) error {
 	return nil
 }
 
-// validateSubject also refuses a wildcard: a check or lookup is asked for one subject.
-func validateSubject(s *ir.Schema, subj rel.SubjectRef) error {
+// validateSubject also refuses a wildcard, a check or lookup being asked for one
+// subject, unless under OpenFGA's semantics, where `type:*` is a subject of its own.
+func validateSubject(s *ir.Schema, subj rel.SubjectRef, sem Semantics) error {
 	if err := validateSubjectType(s, subj.Object.Type, subj.Relation); err != nil {
 		return err
 	}
-	if subj.Object.ID == rel.Wildcard {
+	if subj.Object.ID == rel.Wildcard && sem != OpenFGA {
 		return ErrWildcardSubject
 	}
 	return nil
 }
 
-func validateCheck(s *ir.Schema, req CheckRequest) error {
+func validateCheck(s *ir.Schema, req CheckRequest, sem Semantics) error {
 	if _, err := resolve(s, req.Resource.Type, req.Permission); err != nil {
 		return err
 	}
-	return validateSubject(s, req.Subject)
+	return validateSubject(s, req.Subject, sem)
 }
 
 // resourcesTarget validates a lookup of resources and returns the permission it asks.
-func resourcesTarget(s *ir.Schema, req LookupResourcesRequest) (*ir.Relation, error) {
+func resourcesTarget(s *ir.Schema, req LookupResourcesRequest, sem Semantics) (*ir.Relation, error) {
 	target, err := resolve(s, req.ResourceType, req.Permission)
 	if err != nil {
 		return nil, err
 	}
-	if err := validateSubject(s, req.Subject); err != nil {
+	if err := validateSubject(s, req.Subject, sem); err != nil {
 		if errors.Is(err, ErrWildcardSubject) {
 			return nil, errWildcardLookup
 		}

@@ -32,6 +32,9 @@ type compiler struct {
 	probs  []Problem
 	types  map[string]*openfgav1.TypeDefinition
 	direct map[string]map[string][]*openfgav1.RelationReference
+	// broken holds the relations with problems of their own, which the entrypoint
+	// check takes to have one rather than report them again.
+	broken map[[2]string]bool
 }
 
 func (c *compiler) add(path, format string, args ...any) {
@@ -44,9 +47,12 @@ func Compile(m *openfgav1.AuthorizationModel) (*Model, []Problem) {
 	if m == nil {
 		return nil, []Problem{{Msg: "authorization model is empty"}}
 	}
-	c := &compiler{m: m, types: map[string]*openfgav1.TypeDefinition{}, direct: map[string]map[string][]*openfgav1.RelationReference{}}
-	if v := m.GetSchemaVersion(); v != "1.1" {
-		c.add("schema_version", "unsupported schema version %q: only 1.1 is supported", v)
+	c := &compiler{
+		m: m, types: map[string]*openfgav1.TypeDefinition{},
+		direct: map[string]map[string][]*openfgav1.RelationReference{}, broken: map[[2]string]bool{},
+	}
+	if v := m.GetSchemaVersion(); v != "1.1" && v != "1.2" {
+		c.add("schema_version", "unsupported schema version %q: 1.1 (1.2 for modular models) is supported", v)
 	}
 	if len(m.GetTypeDefinitions()) == 0 {
 		c.add("type_definitions", "a model needs at least one type definition")
@@ -61,6 +67,14 @@ func Compile(m *openfgav1.AuthorizationModel) (*Model, []Problem) {
 	caveats := c.conditions()
 	for i, td := range m.GetTypeDefinitions() {
 		c.checkType(fmt.Sprintf("type_definitions[%d]", i), td)
+	}
+	for i, td := range m.GetTypeDefinitions() {
+		for _, r := range sortedKeys(td.GetRelations()) {
+			if !c.broken[[2]string{td.GetType(), r}] && !c.entrypoint(td.GetType(), r, map[[2]string]bool{}) {
+				c.add(fmt.Sprintf("type_definitions[%d].relations.%s", i, r),
+					"relation %s#%s has no entrypoint: no tuple can ever grant it (it is defined in terms of itself)", td.GetType(), r)
+			}
+		}
 	}
 	if len(c.probs) > 0 {
 		return nil, c.probs
@@ -186,6 +200,7 @@ func paramType(t *openfgav1.ConditionParamTypeRef) (caveat.Type, error) {
 // checkType validates one type's relations.
 func (c *compiler) checkType(path string, td *openfgav1.TypeDefinition) {
 	for _, r := range sortedKeys(td.GetRelations()) {
+		before := len(c.probs)
 		rpath := path + ".relations." + r
 		if !relationName.MatchString(r) || r == "self" || r == "this" {
 			c.add(rpath, "invalid relation name %q", r)
@@ -200,8 +215,8 @@ func (c *compiler) checkType(path string, td *openfgav1.TypeDefinition) {
 			c.add(rpath, "relation %s#%s lists directly related user types but is not assignable directly", td.GetType(), r)
 		}
 		c.checkDirect(path+".metadata.relations."+r, direct)
-		if len(c.probs) == 0 && !c.entrypoint(td.GetType(), r, map[[2]string]bool{}) {
-			c.add(rpath, "relation %s#%s has no entrypoint: no tuple can ever grant it (it is defined in terms of itself)", td.GetType(), r)
+		if len(c.probs) > before {
+			c.broken[[2]string{td.GetType(), r}] = true
 		}
 	}
 	for r := range td.GetMetadata().GetRelations() {
@@ -314,6 +329,9 @@ func (c *compiler) checkTTU(path string, td *openfgav1.TypeDefinition, r string,
 // contributes nothing.
 func (c *compiler) entrypoint(typ, r string, seen map[[2]string]bool) bool {
 	k := [2]string{typ, r}
+	if _, ok := c.direct[typ][r]; !ok || c.broken[k] {
+		return true // reported already
+	}
 	if seen[k] {
 		return false
 	}

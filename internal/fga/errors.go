@@ -3,7 +3,6 @@ package fga
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
 
@@ -29,19 +28,11 @@ func tupleError(tk *openfgav1.TupleKey, format string, args ...any) *Error {
 		tk.GetObject(), tk.GetRelation(), tk.GetUser(), fmt.Sprintf(format, args...))
 }
 
-// ErrMissingParams reports a condition evaluated without all of its parameters:
-// OpenFGA fails the request rather than answering conditionally.
-type ErrMissingParams struct{ Missing []string }
-
-func (e *ErrMissingParams) Error() string {
-	return fmt.Sprintf("failed to evaluate relationship condition: tuple context is missing parameters: %s", strings.Join(e.Missing, ", "))
-}
-
 // ErrorCode returns OpenFGA's error code for an error of this package or of the
 // engine under OpenFGA's semantics, and 0 for one OpenFGA reports as internal.
 func ErrorCode(err error) openfgav1.ErrorCode {
 	var fe *Error
-	var missing *ErrMissingParams
+	var missing *engine.MissingParamsError
 	var caveatErr *engine.CaveatEvalError
 	var unknownDef *ir.UnknownDefinitionError
 	var unknownRel *ir.UnknownRelationError
@@ -69,7 +60,7 @@ func Allowed(res engine.Result) (bool, error) {
 	case engine.HasPermission:
 		return true, nil
 	case engine.Conditional:
-		return false, &ErrMissingParams{Missing: res.Missing}
+		return false, &engine.MissingParamsError{Missing: res.Missing}
 	}
 	return false, nil
 }

@@ -46,9 +46,16 @@ type Problem struct {
 	Line, Col int
 	Path      string
 	Msg       string
+	// File names the module file of a modular model ("" otherwise).
+	File string
 }
 
 func (p Problem) Error() string {
+	if p.File != "" {
+		q := p
+		q.File = ""
+		return p.File + ":" + q.Error()
+	}
 	switch {
 	case p.Line > 0 && p.Path != "":
 		return fmt.Sprintf("%d:%d (%s): %s", p.Line, p.Col, p.Path, p.Msg)

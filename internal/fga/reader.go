@@ -35,7 +35,7 @@ func (m *Model) Reader(r store.Reader, contextual []*openfgav1.TupleKey, now tim
 			return nil, err
 		}
 		if seen[x.Key()] {
-			return nil, newError(openfgav1.ErrorCode_duplicate_contextual_tuple, "duplicate contextual tuple in request: %s#%s@%s", tk.GetObject(), tk.GetRelation(), tk.GetUser())
+			continue // OpenFGA ignores a repeated contextual tuple
 		}
 		seen[x.Key()] = true
 		updates = append(updates, store.Update{Op: store.Touch, Relationship: x})

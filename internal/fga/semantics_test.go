@@ -1,0 +1,190 @@
+package fga
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	openfgav1 "github.com/openfga/api/proto/openfga/v1"
+
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/memory"
+)
+
+// storeWith writes tuples under m to a new memory store and returns the reader
+// evaluation under m reads.
+func storeWith(t *testing.T, m *Model, tuples ...*openfgav1.TupleKey) store.Reader {
+	t.Helper()
+	ctx := context.Background()
+	s := memory.New(memory.Options{})
+	t.Cleanup(func() { s.Close() })
+	var updates []store.Update
+	for _, tk := range tuples {
+		x, err := m.Relationship(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates = append(updates, store.Update{Op: store.Touch, Relationship: x})
+	}
+	rev, err := s.Write(ctx, nil, updates, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := s.Reader(ctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Reader(base, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func openFGAEngine() *engine.Engine {
+	return engine.New(engine.Config{Semantics: engine.OpenFGA, MaxDepth: engine.OpenFGAMaxDepth})
+}
+
+// OpenFGA fails a check when its 25th dispatch (computed userset, tupleset object,
+// subject set) would be resolved: a chain of usersets a_n → … → a1 takes n-1 of
+// them, and the step from a relation to its own tuples takes none.
+func TestDepthCountsAsOpenFGACounts(t *testing.T) {
+	var src strings.Builder
+	src.WriteString("model\n  schema 1.1\ntype user\ntype resource\n  relations\n    define a1: [user]\n")
+	for i := 2; i <= 26; i++ {
+		fmt.Fprintf(&src, "    define a%d: [resource#a%d]\n", i, i-1)
+	}
+	m := mustModel(t, src.String())
+	tuples := []*openfgav1.TupleKey{{Object: "resource:1", Relation: "a1", User: "user:maria"}}
+	for i := 2; i <= 26; i++ {
+		tuples = append(tuples, &openfgav1.TupleKey{Object: "resource:1", Relation: fmt.Sprintf("a%d", i), User: fmt.Sprintf("resource:1#a%d", i-1)})
+	}
+	r := storeWith(t, m, tuples...)
+	e := openFGAEngine()
+	check := func(relation string) (engine.Result, error) {
+		req, err := m.CheckRequest("resource:1", relation, "user:maria", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Check(context.Background(), m.Schema, r, req)
+	}
+	if res, err := check("a25"); err != nil || res.Membership != engine.HasPermission {
+		t.Errorf("a25 (24 dispatches) = %v, %v; want allowed", res, err)
+	}
+	_, err := check("a26")
+	if !errors.Is(err, engine.ErrMaxDepth) || ErrorCode(err) != openfgav1.ErrorCode_authorization_model_resolution_too_complex {
+		t.Errorf("a26 (25 dispatches) error = %v; want resolution too complex", err)
+	}
+}
+
+// Checks that differ only in their object are evaluated together; a cycle one of
+// them meets through another of the batch is not a cycle on its own path.
+func TestCyclesAreOnTheirOwnPathInABatch(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype folder\n  relations\n    define parent: [folder]\n    define viewer: [user] or viewer from parent\n")
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "folder:f1", Relation: "parent", User: "folder:f2"},
+		&openfgav1.TupleKey{Object: "folder:f2", Relation: "parent", User: "folder:f1"},
+		&openfgav1.TupleKey{Object: "folder:f2", Relation: "viewer", User: "user:anne"},
+	)
+	e := openFGAEngine()
+	var reqs []engine.CheckRequest
+	for _, f := range []string{"folder:f1", "folder:f2", "folder:f3"} {
+		req, err := m.CheckRequest(f, "viewer", "user:anne", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, req)
+	}
+	want := []engine.Membership{engine.HasPermission, engine.HasPermission, engine.NoPermission}
+	for i, res := range e.CheckBulk(context.Background(), m.Schema, r, reqs) {
+		if res.Err != nil || res.Result.Membership != want[i] {
+			t.Errorf("%s: %v, %v; want %v", reqs[i].Resource.ID, res.Result, res.Err, want[i])
+		}
+	}
+	// Alone, a cycle with nothing else to grant is no, not a depth error.
+	res, err := e.Check(context.Background(), m.Schema, r, reqs[0])
+	if err != nil || res.Membership != engine.HasPermission {
+		t.Errorf("alone: %v, %v", res, err)
+	}
+	r2 := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "folder:f1", Relation: "parent", User: "folder:f2"},
+		&openfgav1.TupleKey{Object: "folder:f2", Relation: "parent", User: "folder:f1"},
+	)
+	if res, err := e.Check(context.Background(), m.Schema, r2, reqs[0]); err != nil || res.Membership != engine.NoPermission {
+		t.Errorf("a cycle alone: %v, %v; want no permission", res, err)
+	}
+	spice := engine.New(engine.Config{})
+	if _, err := spice.Check(context.Background(), m.Schema, r2, reqs[0]); !errors.Is(err, engine.ErrMaxDepth) {
+		t.Errorf("SpiceDB's semantics: %v; want the depth error", err)
+	}
+}
+
+func TestWildcardSubjectMatchesWildcardTuplesOnly(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user, user:*]\n")
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "doc:public", Relation: "viewer", User: "user:*"},
+		&openfgav1.TupleKey{Object: "doc:private", Relation: "viewer", User: "user:anne"},
+	)
+	e := openFGAEngine()
+	for _, c := range []struct {
+		object string
+		want   engine.Membership
+	}{{"doc:public", engine.HasPermission}, {"doc:private", engine.NoPermission}} {
+		req, err := m.CheckRequest(c.object, "viewer", "user:*", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := e.Check(context.Background(), m.Schema, r, req); err != nil || res.Membership != c.want {
+			t.Errorf("%s: %v, %v; want %v", c.object, res, err, c.want)
+		}
+		if _, err := engine.New(engine.Config{}).Check(context.Background(), m.Schema, r, req); !errors.Is(err, engine.ErrWildcardSubject) {
+			t.Errorf("SpiceDB's semantics accept a wildcard subject: %v", err)
+		}
+	}
+	req, err := m.LookupResourcesRequest("doc", "viewer", "user:*", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := ListObjects(context.Background(), e, m, r, req)
+	if err != nil || len(ids) != 1 || ids[0] != "public" {
+		t.Errorf("ListObjects for user:* = %v, %v; want [public]", ids, err)
+	}
+}
+
+// A tuple a later model no longer admits is ignored, not refused.
+func TestTuplesALaterModelDoesNotAdmitAreIgnored(t *testing.T) {
+	old := mustModel(t, "model\n  schema 1.1\ntype user\ntype team\ntype doc\n  relations\n    define viewer: [user, team]\n")
+	newer := mustModel(t, "model\n  schema 1.1\ntype user\ntype team\ntype doc\n  relations\n    define viewer: [user]\n")
+	x, err := old.Relationship(&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "team:t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newer.Admits(x) {
+		t.Fatal("the newer model admits a team viewer")
+	}
+	r := storeWith(t, old, &openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "team:t"})
+	base := r.(*admitted).Reader
+	rNew, err := newer.Reader(base, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []rel.Relationship
+	for item, err := range rNew.Query(context.Background(), store.Filter{ResourceType: "doc"}, store.QueryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, item.Relationship)
+	}
+	if len(seen) != 0 {
+		t.Errorf("the newer model's reader shows %v", seen)
+	}
+	req := engine.CheckRequest{Resource: rel.ObjectRef{Type: "doc", ID: "1"}, Permission: "viewer", Subject: rel.SubjectRef{Object: rel.ObjectRef{Type: "team", ID: "t"}}}
+	if res, err := openFGAEngine().Check(context.Background(), newer.Schema, rNew, req); err != nil || res.Membership != engine.NoPermission {
+		t.Errorf("check under the newer model: %v, %v", res, err)
+	}
+}
