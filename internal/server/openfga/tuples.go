@@ -408,6 +408,11 @@ func (st *fgaStore) changes(ctx context.Context, after store.Revision, since tim
 	if after >= head {
 		return nil, after, nil
 	}
+	if after == 0 {
+		if after, err = st.oldest(ctx, head); err != nil {
+			return nil, 0, err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var out []*openfgav1.TupleChange
@@ -426,6 +431,26 @@ func (st *fgaStore) changes(ctx context.Context, after store.Revision, since tim
 		}
 	}
 	return out, last, nil
+}
+
+// oldest finds the oldest revision the store still reads (older ones are past its
+// GC window), where a walk of all its history starts: stores tell it only by
+// refusing to read below it.
+func (st *fgaStore) oldest(ctx context.Context, head store.Revision) (store.Revision, error) {
+	lo, hi := store.Revision(0), head
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		_, err := st.data.Reader(ctx, mid)
+		switch {
+		case err == nil:
+			hi = mid
+		case errors.Is(err, store.ErrRevisionGone):
+			lo = mid + 1
+		default:
+			return 0, storeError(err)
+		}
+	}
+	return lo, nil
 }
 
 // revisionChanges are one revision's tuple changes, stamped with its clock, of the
