@@ -17,11 +17,12 @@ type Answer struct {
 	List    bool     // the answer is a ListObjects answer
 	Objects []string // sorted, for ListObjects
 	Code    int      // OpenFGA's error code (the gRPC status code), 0 on success
+	Msg     string   // the error's message, for reports (not compared)
 }
 
 func (a Answer) String() string {
 	if a.Code != 0 {
-		return fmt.Sprintf("error %d", a.Code)
+		return fmt.Sprintf("error %d (%s)", a.Code, a.Msg)
 	}
 	if a.List {
 		return fmt.Sprintf("%v", a.Objects)
@@ -30,7 +31,8 @@ func (a Answer) String() string {
 }
 
 func answerOf(err error) Answer {
-	return Answer{Code: int(status.Code(err))}
+	st, _ := status.FromError(err)
+	return Answer{Code: int(st.Code()), Msg: st.Message()}
 }
 
 // Loaded is a Case set up on one server: a store with the model and the tuples.
