@@ -385,6 +385,32 @@ func exerciseFGAQueries(t *testing.T, c openfgav1.OpenFGAServiceClient, storeID,
 		t.Errorf("StreamedListObjects: %v", streamed)
 	}
 
+	for _, want := range []struct {
+		filter *openfgav1.UserTypeFilter
+		user   string
+	}{
+		{&openfgav1.UserTypeFilter{Type: "user"}, "user:bob"},
+		{&openfgav1.UserTypeFilter{Type: "group", Relation: "member"}, "group:eng#member"},
+	} {
+		users, err := c.ListUsers(ctx, &openfgav1.ListUsersRequest{
+			StoreId: storeID, Object: &openfgav1.Object{Type: "document", Id: "2"}, Relation: "viewer",
+			UserFilters: []*openfgav1.UserTypeFilter{want.filter},
+		})
+		if err != nil || len(users.GetUsers()) != 1 || fgaUser(users.GetUsers()[0]) != want.user {
+			t.Errorf("ListUsers of %v: %v %v", want.filter, users, err)
+		}
+	}
+	tree, err := c.Expand(ctx, &openfgav1.ExpandRequest{StoreId: storeID, TupleKey: &openfgav1.ExpandRequestTupleKey{Object: "document:1", Relation: "viewer"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	union := tree.GetTree().GetRoot().GetUnion().GetNodes()
+	if len(union) != 4 || !slices.Equal(union[0].GetLeaf().GetUsers().GetUsers(), []string{"user:anne"}) ||
+		union[1].GetLeaf().GetComputed().GetUserset() != "document:1#editor" ||
+		union[3].GetLeaf().GetTupleToUserset().GetComputed()[0].GetUserset() != "folder:f#viewer" {
+		t.Errorf("Expand: %v", tree)
+	}
+
 	_, err = c.WriteAssertions(ctx, &openfgav1.WriteAssertionsRequest{StoreId: storeID, AuthorizationModelId: firstModel, Assertions: []*openfgav1.Assertion{
 		{TupleKey: &openfgav1.AssertionTupleKey{Object: "user:a", Relation: "nope", User: "user:b"}},
 	}})
@@ -508,4 +534,15 @@ func TestOpenFGADisabled(t *testing.T) {
 	if code, _ := fgaHTTP(t, ts, testKey, http.MethodGet, "/stores", nil); code != http.StatusNotFound {
 		t.Errorf("GET /stores with the API off: %d", code)
 	}
+}
+
+// fgaUser spells a ListUsers answer as a tuple's user.
+func fgaUser(u *openfgav1.User) string {
+	switch {
+	case u.GetObject() != nil:
+		return u.GetObject().GetType() + ":" + u.GetObject().GetId()
+	case u.GetUserset() != nil:
+		return u.GetUserset().GetType() + ":" + u.GetUserset().GetId() + "#" + u.GetUserset().GetRelation()
+	}
+	return u.GetWildcard().GetType() + ":*"
 }

@@ -3,6 +3,7 @@ package openfga
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/fga"
+	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -202,35 +204,59 @@ func fromStatus(st *status.Status) int32 {
 // errCapped stops a lookup that has given all the results asked for.
 var errCapped = errors.New("result cap reached")
 
-// listObjects yields the objects of typ on which user has relation, at most limit
-// of them (0: no limit).
-func (s *Service) listObjects(ctx context.Context, snap *Snapshot, typ, relation, user string, context *structpb.Struct, limit int, yield func(string) error) error {
+// streamObjects yields the objects of typ on which user has relation as the lookup
+// finds them, each once, at most limit (0: no limit). A lookup that meets a cycle in
+// the data (which OpenFGA resolves) finishes with package fga's answer by checks;
+// one whose results need condition parameters the request lacks fails, as OpenFGA's.
+func streamObjects(ctx context.Context, snap *Snapshot, typ, relation, user string, context *structpb.Struct, limit int, yield func(string) error) error {
 	req, err := snap.Model.LookupResourcesRequest(typ, relation, user, context)
 	if err != nil {
 		return fgaErr(err)
 	}
-	n := 0
-	err = snap.Engine.LookupResources(ctx, snap.Model.Schema, snap.Reader, req, func(f engine.FoundResource) error {
-		ok, err := fga.Allowed(f.Result)
-		if err != nil || !ok {
+	sent := map[string]bool{}
+	var missing []string
+	send := func(id string) error {
+		if sent[id] {
+			return nil
+		}
+		sent[id] = true
+		if err := yield(typ + ":" + id); err != nil {
 			return err
 		}
-		if err := yield(typ + ":" + f.ID); err != nil {
-			return err
-		}
-		if n++; limit > 0 && n >= limit {
+		if limit > 0 && len(sent) >= limit {
 			return errCapped
 		}
 		return nil
+	}
+	err = snap.Engine.LookupResources(ctx, snap.Model.Schema, snap.Reader, req, func(f engine.FoundResource) error {
+		if f.Result.Membership == engine.Conditional {
+			missing = append(missing, f.Result.Missing...)
+			return nil
+		}
+		return send(f.ID)
 	})
+	if errors.Is(err, engine.ErrMaxDepth) {
+		var ids []string
+		if ids, err = fga.ListObjects(ctx, snap.Engine, snap.Model, snap.Reader, req); err == nil {
+			for _, id := range ids {
+				if err = send(id); err != nil {
+					break
+				}
+			}
+		}
+	}
 	if errors.Is(err, errCapped) {
 		return nil
+	}
+	if err == nil && len(missing) > 0 {
+		slices.Sort(missing)
+		err = &engine.MissingParamsError{Missing: slices.Compact(missing)}
 	}
 	return fgaErr(err)
 }
 
-// ListObjects lists the objects a user has a relation on, up to
-// ListObjectsMaxResults (OpenFGA's 1,000 by default).
+// ListObjects lists the objects a user has a relation on, sorted, the first
+// ListObjectsMaxResults of them (OpenFGA's 1,000 by default).
 func (s *Service) ListObjects(ctx context.Context, req *openfgav1.ListObjectsRequest) (*openfgav1.ListObjectsResponse, error) {
 	if err := validated(req); err != nil {
 		return nil, err
@@ -239,13 +265,20 @@ func (s *Service) ListObjects(ctx context.Context, req *openfgav1.ListObjectsReq
 	if err != nil {
 		return nil, err
 	}
-	out := &openfgav1.ListObjectsResponse{Objects: []string{}}
-	err = s.listObjects(ctx, snap, req.GetType(), req.GetRelation(), req.GetUser(), req.GetContext(), max(s.cfg.ListObjectsMaxResults, 0), func(obj string) error {
-		out.Objects = append(out.Objects, obj)
-		return nil
-	})
+	lr, err := snap.Model.LookupResourcesRequest(req.GetType(), req.GetRelation(), req.GetUser(), req.GetContext())
 	if err != nil {
-		return nil, err
+		return nil, fgaErr(err)
+	}
+	ids, err := fga.ListObjects(ctx, snap.Engine, snap.Model, snap.Reader, lr)
+	if err != nil {
+		return nil, fgaErr(err)
+	}
+	if limit := s.cfg.ListObjectsMaxResults; limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
+	out := &openfgav1.ListObjectsResponse{Objects: make([]string, len(ids))}
+	for i, id := range ids {
+		out.Objects[i] = req.GetType() + ":" + id
 	}
 	return out, nil
 }
@@ -261,7 +294,28 @@ func (s *Service) StreamedListObjects(req *openfgav1.StreamedListObjectsRequest,
 	if err != nil {
 		return err
 	}
-	return s.listObjects(ctx, snap, req.GetType(), req.GetRelation(), req.GetUser(), req.GetContext(), s.cfg.StreamedListObjectsMaxResults, func(obj string) error {
+	return streamObjects(ctx, snap, req.GetType(), req.GetRelation(), req.GetUser(), req.GetContext(), s.cfg.StreamedListObjectsMaxResults, func(obj string) error {
 		return srv.Send(&openfgav1.StreamedListObjectsResponse{Object: obj})
 	})
+}
+
+// ListUsers lists the users of each filter's type or subject set that have a
+// relation on an object.
+func (s *Service) ListUsers(ctx context.Context, req *openfgav1.ListUsersRequest) (*openfgav1.ListUsersResponse, error) {
+	if err := validated(req); err != nil {
+		return nil, err
+	}
+	snap, err := s.requestSnapshot(ctx, req.GetStoreId(), req.GetAuthorizationModelId(), req.GetConsistency(), req.GetContextualTuples())
+	if err != nil {
+		return nil, err
+	}
+	obj := rel.ObjectRef{Type: req.GetObject().GetType(), ID: req.GetObject().GetId()}
+	users, err := fga.ListUsers(ctx, snap.Engine, snap.Model, snap.Reader, obj, req.GetRelation(), req.GetUserFilters(), req.GetContext().AsMap())
+	if err != nil {
+		return nil, fgaErr(err)
+	}
+	if users == nil {
+		users = []*openfgav1.User{}
+	}
+	return &openfgav1.ListUsersResponse{Users: users}, nil
 }
