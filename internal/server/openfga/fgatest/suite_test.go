@@ -36,3 +36,12 @@ func TestConformanceAddr(t *testing.T) {
 	t.Run("suite", func(t *testing.T) { Run(t, openfgav1.NewOpenFGAServiceClient(conn), &counts, suites...) })
 	t.Logf("%s: %s", *addr, &counts)
 }
+
+// TestConformanceLatch runs OpenFGA's suite against latch's OpenFGA API over gRPC.
+func TestConformanceLatch(t *testing.T) {
+	suites := LoadConformance(t)
+	latch := startLatch(t)
+	var counts Counts
+	t.Run("suite", func(t *testing.T) { Run(t, latch.Client, &counts, suites...) })
+	t.Logf("latch: %s", &counts)
+}
