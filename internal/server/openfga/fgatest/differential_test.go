@@ -34,7 +34,7 @@ var sequential = []string{
 func TestDifferentialOpenFGA(t *testing.T) {
 	ref := StartOpenFGA(t, sequential...)
 	latch := startLatch(t)
-	var requests, refused int
+	var requests, refused, selfDisagree int
 	for i := range *diffCases {
 		seed := *diffSeed + uint64(i)
 		c := RandomCase(rand.New(rand.NewPCG(seed, 0)))
@@ -45,6 +45,11 @@ func TestDifferentialOpenFGA(t *testing.T) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		for _, d := range ds {
+			if inconsistent(d) {
+				selfDisagree++
+				t.Logf("seed %d: OpenFGA's ListObjects differs from its own Check, latch agrees with its Check: %s", seed, d)
+				continue
+			}
 			t.Errorf("seed %d: %s", seed, d)
 		}
 		requests += len(c.Checks) + len(c.Lists)
@@ -52,7 +57,8 @@ func TestDifferentialOpenFGA(t *testing.T) {
 			refused++
 		}
 	}
-	t.Logf("%d cases from seed %d (%d models refused by both), %d requests compared", *diffCases, *diffSeed, refused, requests)
+	t.Logf("%d cases from seed %d (%d models refused by both), %d requests compared, %d where OpenFGA's ListObjects and Check disagree",
+		*diffCases, *diffSeed, refused, requests, selfDisagree)
 }
 
 // refusedByBoth reports whether the reference refused c's model or tuples (a case that
