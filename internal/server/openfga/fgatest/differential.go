@@ -64,8 +64,8 @@ func Load(ctx context.Context, client openfgav1.OpenFGAServiceClient, c Case) (*
 		return l, answerOf(err), nil
 	}
 	l.model = resp.GetAuthorizationModelId()
-	for start := 0; start < len(c.Tuples); start += maxContextualTuples {
-		chunk := c.Tuples[start:min(start+maxContextualTuples, len(c.Tuples))]
+	for start := 0; start < len(c.Tuples); start += apiLimit {
+		chunk := c.Tuples[start:min(start+apiLimit, len(c.Tuples))]
 		_, err := client.Write(ctx, &openfgav1.WriteRequest{
 			StoreId:              l.store,
 			AuthorizationModelId: l.model,

@@ -23,7 +23,7 @@ type latchServer struct {
 const testKey = "fgatest-key"
 
 // startLatch runs latch on the memory store, and stops it when the test ends.
-func startLatch(t *testing.T) *latchServer {
+func startLatch(t testing.TB) *latchServer {
 	t.Helper()
 	srv, err := server.New(server.Config{
 		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", PresharedKeys: []string{testKey},

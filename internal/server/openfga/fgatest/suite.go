@@ -115,9 +115,10 @@ func LoadSuite(path string) (*Suite, error) {
 // allows 100).
 const writeChunk = 40
 
-// maxContextualTuples is the API's limit per request: a stage with more tuples than
-// this is not rerun with its tuples sent as contextual tuples.
-const maxContextualTuples = 100
+// apiLimit is the most tuples OpenFGA's API takes in one Write and as contextual tuples
+// of one request: a stage with more tuples is not rerun with them sent as contextual
+// tuples.
+const apiLimit = 100
 
 // Counts tallies the assertions a run asked, by kind; each counts once however many
 // requests it took (ListObjects is asked twice, streamed and not).
@@ -163,7 +164,7 @@ func runTest(t *testing.T, client openfgav1.OpenFGAServiceClient, counts *Counts
 		t.Fatalf("CreateStore: %v", err)
 	}
 	for i, stage := range test.Stages {
-		if contextual && len(stage.Tuples) > maxContextualTuples {
+		if contextual && len(stage.Tuples) > apiLimit {
 			t.Logf("stage %d: %d tuples are more than one request may carry as contextual tuples", i, len(stage.Tuples))
 			continue
 		}
