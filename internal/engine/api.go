@@ -56,6 +56,17 @@ type CheckRequest struct {
 // is then unknown and no result is given.
 var ErrMaxDepth = errors.New("maximum depth exceeded")
 
+// ErrTooComplex is returned, under OpenFGA's semantics, for a request that would
+// evaluate more than openFGAMaxSubproblems subproblems: answers on a cycle hold for
+// their evaluation path alone and are evaluated again on each, which dense cyclic
+// data (every group a member of every other) makes exponential. OpenFGA's error is
+// resolution too complex, as for its depth limit.
+var ErrTooComplex = errors.New("resolution too complex: the request evaluates too many subproblems")
+
+// openFGAMaxSubproblems bounds the subproblems one request evaluates under
+// OpenFGA's semantics.
+const openFGAMaxSubproblems = 200_000
+
 // MissingParamsError reports, under OpenFGA's semantics, a lookup of subjects that
 // met a condition without all of its parameters, which OpenFGA fails whatever the
 // other paths answer; Missing is sorted and without duplicates.

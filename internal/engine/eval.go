@@ -60,6 +60,13 @@ type evaluator struct {
 	path map[memoKey]bool
 	// unmet collects the parameters conditions lacked (OpenFGA's semantics).
 	unmet []string
+	// evaluated counts the subproblems evaluated under OpenFGA's semantics, which
+	// re-evaluates those answered on a cycle, against openFGAMaxSubproblems.
+	evaluated int
+	// monotone: the evaluation in progress is of unions alone (openfga.go), whose
+	// answers on a cycle are remembered until it ends, listed in tainted.
+	monotone bool
+	tainted  []memoKey
 	// tuplesets holds the relationships arrows read, by resource (hops).
 	tuplesets map[tuplesetKey][]edge
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining
@@ -271,47 +278,15 @@ func (ev *evaluator) resolve(ctx context.Context, r *ir.Relation, ids []string, 
 	return out, nil
 }
 
-// evaluate answers r over ids, which the evaluator has no answer for. Under
-// OpenFGA's semantics the ids are on the evaluation path while they are evaluated,
-// and an id answered cyc in a batch is evaluated again alone: the cycle met may have
-// been through another id of the batch, which is not on its own path.
+// evaluate answers r over ids, which the evaluator has no answer for.
 func (ev *evaluator) evaluate(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
-	if !ev.fga {
-		if r.IsPermission() {
-			return ev.expr(ctx, r.Def, r.Rewrite, ids, depth)
-		}
-		return ev.direct(ctx, r, ids, depth)
+	if ev.fga {
+		return ev.evaluateOpenFGA(ctx, r, ids, depth)
 	}
-	if ev.path == nil {
-		ev.path = map[memoKey]bool{}
-	}
-	for _, id := range ids {
-		ev.path[memoKey{r, id}] = true
-	}
-	var res results
-	var err error
 	if r.IsPermission() {
-		res, err = ev.expr(ctx, r.Def, r.Rewrite, ids, depth)
-	} else {
-		res, err = ev.direct(ctx, r, ids, depth)
+		return ev.expr(ctx, r.Def, r.Rewrite, ids, depth)
 	}
-	for _, id := range ids {
-		delete(ev.path, memoKey{r, id})
-	}
-	if err != nil || len(ids) == 1 {
-		return res, err
-	}
-	for _, id := range ids {
-		if res.get(id).st != cyc {
-			continue
-		}
-		alone, err := ev.resolve(ctx, r, []string{id}, depth, false)
-		if err != nil {
-			return nil, err
-		}
-		res.put(id, alone.get(id))
-	}
-	return res, nil
+	return ev.direct(ctx, r, ids, depth)
 }
 
 // forget drops what the evaluator remembers of the subproblems it answered and the
@@ -331,7 +306,7 @@ func (ev *evaluator) remember(r *ir.Relation, id string, o outcome, depth int) {
 	case depthErr:
 		ev.errDepth[k] = max(ev.errDepth[k], depth)
 	case cyc:
-		// No for this path alone.
+		ev.rememberCycle(k, o)
 	default:
 		ev.memo[k] = o
 	}

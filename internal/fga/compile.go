@@ -68,11 +68,18 @@ func Compile(m *openfgav1.AuthorizationModel) (*Model, []Problem) {
 	for i, td := range m.GetTypeDefinitions() {
 		c.checkType(fmt.Sprintf("type_definitions[%d]", i), td)
 	}
+	entry := c.entrypoints()
 	for i, td := range m.GetTypeDefinitions() {
 		for _, r := range sortedKeys(td.GetRelations()) {
-			if !c.broken[[2]string{td.GetType(), r}] && !c.entrypoint(td.GetType(), r, map[[2]string]bool{}) {
+			k := [2]string{td.GetType(), r}
+			switch {
+			case c.broken[k]:
+			case !entry[k]:
 				c.add(fmt.Sprintf("type_definitions[%d].relations.%s", i, r),
 					"relation %s#%s has no entrypoint: no tuple can ever grant it (it is defined in terms of itself)", td.GetType(), r)
+			case c.computedCycle(td, r, td.GetRelations()[r], map[string]bool{r: true}):
+				c.add(fmt.Sprintf("type_definitions[%d].relations.%s", i, r),
+					"relation %s#%s is defined in terms of itself through computed relations (a cycle)", td.GetType(), r)
 			}
 		}
 	}
@@ -324,45 +331,88 @@ func (c *compiler) checkTTU(path string, td *openfgav1.TypeDefinition, r string,
 	}
 }
 
-// entrypoint reports whether some tuple can grant relation r on typ: a path from it
-// to a directly assignable object or wildcard. A relation met again on the path
-// contributes nothing.
-func (c *compiler) entrypoint(typ, r string, seen map[[2]string]bool) bool {
-	k := [2]string{typ, r}
-	if _, ok := c.direct[typ][r]; !ok || c.broken[k] {
-		return true // reported already
+// entrypoints returns the relations some tuple can grant: those with a path to a
+// directly assignable object or wildcard. It is the least fixpoint of the rewrites
+// (a relation met again on a path contributes nothing until shown to have one),
+// found by iterating until nothing changes. Relations with problems of their own
+// count as having one, so as not to be reported twice.
+func (c *compiler) entrypoints() map[[2]string]bool {
+	has := map[[2]string]bool{}
+	for k := range c.broken {
+		has[k] = true
 	}
-	if seen[k] {
-		return false
+	for changed := true; changed; {
+		changed = false
+		for typ, td := range c.types {
+			for r, rw := range td.GetRelations() {
+				k := [2]string{typ, r}
+				if !has[k] && c.rewriteEntry(typ, r, rw, has) {
+					has[k], changed = true, true
+				}
+			}
+		}
 	}
-	seen[k] = true
-	defer delete(seen, k)
-	return c.rewriteEntry(typ, r, c.types[typ].GetRelations()[r], seen)
+	return has
 }
 
-func (c *compiler) rewriteEntry(typ, r string, u *openfgav1.Userset, seen map[[2]string]bool) bool {
+// rewriteEntry reports whether rewrite u of relation r on typ has an entrypoint,
+// given the relations known to have one.
+func (c *compiler) rewriteEntry(typ, r string, u *openfgav1.Userset, has map[[2]string]bool) bool {
+	known := func(t, rel string) bool {
+		if _, ok := c.direct[t][rel]; !ok {
+			return true // an undefined relation is reported already
+		}
+		return has[[2]string{t, rel}]
+	}
 	switch x := u.GetUserset().(type) {
 	case *openfgav1.Userset_This:
 		for _, ref := range c.direct[typ][r] {
-			if ref.GetRelation() == "" || c.entrypoint(ref.GetType(), ref.GetRelation(), seen) {
+			if ref.GetRelation() == "" || known(ref.GetType(), ref.GetRelation()) {
 				return true
 			}
 		}
 	case *openfgav1.Userset_ComputedUserset:
-		return c.entrypoint(typ, x.ComputedUserset.GetRelation(), seen)
+		return known(typ, x.ComputedUserset.GetRelation())
 	case *openfgav1.Userset_TupleToUserset:
 		target := x.TupleToUserset.GetComputedUserset().GetRelation()
 		for _, ref := range c.direct[typ][x.TupleToUserset.GetTupleset().GetRelation()] {
-			if _, ok := c.direct[ref.GetType()][target]; ok && c.entrypoint(ref.GetType(), target, seen) {
+			if _, ok := c.direct[ref.GetType()][target]; ok && has[[2]string{ref.GetType(), target}] {
 				return true
 			}
 		}
 	case *openfgav1.Userset_Union:
-		return slices.ContainsFunc(x.Union.GetChild(), func(ch *openfgav1.Userset) bool { return c.rewriteEntry(typ, r, ch, seen) })
+		return slices.ContainsFunc(x.Union.GetChild(), func(ch *openfgav1.Userset) bool { return c.rewriteEntry(typ, r, ch, has) })
 	case *openfgav1.Userset_Intersection:
-		return !slices.ContainsFunc(x.Intersection.GetChild(), func(ch *openfgav1.Userset) bool { return !c.rewriteEntry(typ, r, ch, seen) })
+		return !slices.ContainsFunc(x.Intersection.GetChild(), func(ch *openfgav1.Userset) bool { return !c.rewriteEntry(typ, r, ch, has) })
 	case *openfgav1.Userset_Difference:
-		return c.rewriteEntry(typ, r, x.Difference.GetBase(), seen)
+		return c.rewriteEntry(typ, r, x.Difference.GetBase(), has)
+	}
+	return false
+}
+
+// computedCycle reports whether rewrite u leads back to a relation of path (on td)
+// through computed relations alone, as OpenFGA refuses: `define a: [user] or b`,
+// `define b: a`. Directly assigned tuples and `x from y` end a path.
+func (c *compiler) computedCycle(td *openfgav1.TypeDefinition, r string, u *openfgav1.Userset, path map[string]bool) bool {
+	switch x := u.GetUserset().(type) {
+	case *openfgav1.Userset_ComputedUserset:
+		next := x.ComputedUserset.GetRelation()
+		if path[next] {
+			return true
+		}
+		rw, ok := td.GetRelations()[next]
+		if !ok {
+			return false
+		}
+		path[next] = true
+		defer delete(path, next)
+		return c.computedCycle(td, next, rw, path)
+	case *openfgav1.Userset_Union:
+		return slices.ContainsFunc(x.Union.GetChild(), func(ch *openfgav1.Userset) bool { return c.computedCycle(td, r, ch, path) })
+	case *openfgav1.Userset_Intersection:
+		return slices.ContainsFunc(x.Intersection.GetChild(), func(ch *openfgav1.Userset) bool { return c.computedCycle(td, r, ch, path) })
+	case *openfgav1.Userset_Difference:
+		return c.computedCycle(td, r, x.Difference.GetBase(), path) || c.computedCycle(td, r, x.Difference.GetSubtract(), path)
 	}
 	return false
 }

@@ -41,7 +41,7 @@ func ErrorCode(err error) openfgav1.ErrorCode {
 		return 0
 	case errors.As(err, &fe):
 		return fe.Code
-	case errors.Is(err, engine.ErrMaxDepth):
+	case errors.Is(err, engine.ErrMaxDepth), errors.Is(err, engine.ErrTooComplex):
 		return openfgav1.ErrorCode_authorization_model_resolution_too_complex
 	case errors.As(err, &missing), errors.As(err, &caveatErr):
 		return openfgav1.ErrorCode_validation_error

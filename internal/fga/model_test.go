@@ -91,10 +91,12 @@ func TestRelationshipRefusesWhatWriteRefuses(t *testing.T) {
 		{&openfgav1.TupleKey{Object: "document:1", Relation: "editor", User: "user:a"}, "relation 'document#editor' not found"},
 		{&openfgav1.TupleKey{Object: "document:1", Relation: "viewer", User: "user:*"}, "'user:*' is not an allowed type restriction"},
 		{&openfgav1.TupleKey{Object: "document:1", Relation: "viewer", User: "group:x#member"}, "'group#member' is not an allowed"},
-		{&openfgav1.TupleKey{Object: "folder:1", Relation: "viewer", User: "group:x#member"}, "'group#member' is not an allowed"},
+		{&openfgav1.TupleKey{Object: "folder:1", Relation: "viewer", User: "group:x#member"}, "condition is missing"},
+		{&openfgav1.TupleKey{Object: "folder:1", Relation: "viewer", User: "group:x#member", Condition: &openfgav1.RelationshipCondition{Name: "in_office", Context: mustStruct(t, map[string]any{"other": 1})}}, "found invalid context parameter: other"},
+		{&openfgav1.TupleKey{Object: "folder:1", Relation: "viewer", User: "group:x#member", Condition: &openfgav1.RelationshipCondition{Name: "in_office", Context: mustStruct(t, map[string]any{"ip": 1})}}, "condition context"},
 		{&openfgav1.TupleKey{Object: "document:1", Relation: "viewer", User: "user:a b"}, "invalid user"},
 		{&openfgav1.TupleKey{Object: "document", Relation: "viewer", User: "user:a"}, "invalid object"},
-		{&openfgav1.TupleKey{Object: "document:1", Relation: "viewer", User: "user:a", Condition: &openfgav1.RelationshipCondition{Name: "nope"}}, `condition "nope" is not defined`},
+		{&openfgav1.TupleKey{Object: "document:1", Relation: "viewer", User: "user:a", Condition: &openfgav1.RelationshipCondition{Name: "nope"}}, `undefined condition "nope"`},
 	} {
 		_, err := m.Relationship(c.tk)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -150,5 +152,38 @@ func TestRelationDefinedByItselfHasNoEntrypoint(t *testing.T) {
 	_, probs = Compile(pm)
 	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "relation doc#e has no entrypoint") || probs[0].Path != "type_definitions[1].relations.e" {
 		t.Fatalf("want doc#e refused for having no entrypoint, got %v", probs)
+	}
+}
+
+func TestComputedCyclesAreRefused(t *testing.T) {
+	_, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user] or editor\n    define editor: viewer\n")
+	if len(probs) != 2 || !strings.Contains(probs[0].Msg, "a cycle") || probs[0].Line != 7 || probs[1].Line != 6 {
+		t.Errorf("want doc#editor and doc#viewer refused as a cycle, got %v", probs)
+	}
+	// Through tuples a relation may name itself.
+	if _, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype folder\n  relations\n    define parent: [folder]\n    define viewer: [user, folder#viewer] or viewer from parent\n"); len(probs) > 0 {
+		t.Errorf("a recursive relation through tuples is refused: %v", probs)
+	}
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// OpenFGA checks a tuple's type restriction and its condition apart: a condition of
+// the user's type is valid whichever restriction of that type names it.
+func TestConditionIsCheckedApartFromTheRestriction(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user, user:* with c]\ncondition c(x: int) {\n  x < 1\n}\n")
+	r, err := m.Relationship(&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:anne", Condition: &openfgav1.RelationshipCondition{Name: "c"}})
+	if err != nil || !m.Admits(r) {
+		t.Errorf("user:anne with c: %v", err)
+	}
+	if _, err := m.Relationship(&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*"}); err == nil || !strings.Contains(err.Error(), "condition is missing") {
+		t.Errorf("user:* without c: %v", err)
 	}
 }

@@ -1,7 +1,9 @@
 package fga
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -9,6 +11,7 @@ import (
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/latch-authz/latch/internal/caveat"
 	"github.com/latch-authz/latch/internal/rel"
 )
 
@@ -89,16 +92,11 @@ func (m *Model) Relationship(tk *openfgav1.TupleKey) (rel.Relationship, error) {
 			return rel.Relationship{}, tupleError(tk, "relation '%s#%s' not found", r.Subject.Object.Type, r.Subject.Relation)
 		}
 	}
-	if r.Caveat != nil && m.Schema.Caveat(r.Caveat.Name) == nil {
-		return rel.Relationship{}, tupleError(tk, "condition %q is not defined", r.Caveat.Name)
+	if !typeAllowed(direct, r.Subject) {
+		return rel.Relationship{}, tupleError(tk, "type '%s' is not an allowed type restriction for '%s#%s'", restrictionOf(r.Subject), r.Resource.Type, tk.GetRelation())
 	}
-	if !admits(direct, r) {
-		return rel.Relationship{}, tupleError(tk, "type '%s' is not an allowed type restriction for '%s#%s'", restrictionOf(r), r.Resource.Type, tk.GetRelation())
-	}
-	if r.Caveat != nil {
-		if _, err := m.Schema.Caveat(r.Caveat.Name).Compiled.ConvertContext(r.Caveat.Context); err != nil {
-			return rel.Relationship{}, tupleError(tk, "condition context: %v", err)
-		}
+	if err := m.conditionError(direct, r); err != nil {
+		return rel.Relationship{}, tupleError(tk, "%v", err)
 	}
 	return r, nil
 }
@@ -141,28 +139,27 @@ func TupleKey(r rel.Relationship) *openfgav1.TupleKey {
 	return tk
 }
 
-// Admits reports whether the model admits a stored tuple: its type has the relation,
-// assignable directly, with a type restriction matching the user and condition.
-// Tuples a later model no longer admits are ignored by evaluation, not refused.
+// Admits reports whether the model admits a stored tuple as OpenFGA's reads do: its
+// type has the relation, assignable directly, a type restriction allows its user, and
+// its condition (or its lack of one) is one the restrictions allow, with a context of
+// that condition's parameters. Tuples a later model no longer admits are ignored by
+// evaluation, not refused.
 func (m *Model) Admits(r rel.Relationship) bool {
 	relation, ok := relationOf(r.Relation)
 	if !ok {
 		return false
 	}
 	direct, _ := m.Relation(r.Resource.Type, relation)
-	return admits(direct, r)
+	return typeAllowed(direct, r.Subject) && m.conditionError(direct, r) == nil
 }
 
-// admits reports whether one of a relation's type restrictions matches r's subject
-// and condition.
-func admits(direct []*openfgav1.RelationReference, r rel.Relationship) bool {
-	cond := ""
-	if r.Caveat != nil {
-		cond = r.Caveat.Name
-	}
-	wildcard := r.Subject.Object.ID == rel.Wildcard
+// typeAllowed reports whether a type restriction allows the user: `user` an object
+// of its type, `user:*` its wildcard, `group#member` that subject set, whatever the
+// restriction's condition.
+func typeAllowed(direct []*openfgav1.RelationReference, s rel.SubjectRef) bool {
+	wildcard := s.Object.ID == rel.Wildcard
 	for _, ref := range direct {
-		if ref.GetType() != r.Subject.Object.Type || ref.GetCondition() != cond {
+		if ref.GetType() != s.Object.Type {
 			continue
 		}
 		switch {
@@ -170,26 +167,56 @@ func admits(direct []*openfgav1.RelationReference, r rel.Relationship) bool {
 			if wildcard {
 				return true
 			}
-		case !wildcard && ref.GetRelation() == r.Subject.Relation:
+		case !wildcard && ref.GetRelation() == s.Relation:
 			return true
 		}
 	}
 	return false
 }
 
-// restrictionOf spells the type restriction r's subject needs.
-func restrictionOf(r rel.Relationship) string {
-	s := r.Subject.Object.Type
+// conditionError checks a tuple's condition as OpenFGA does, apart from its type
+// restriction: without one, a restriction without a condition must allow the user;
+// with one, a restriction of the user's type must name it, and its context may hold
+// only the condition's parameters, of their types.
+func (m *Model) conditionError(direct []*openfgav1.RelationReference, r rel.Relationship) error {
+	if r.Caveat == nil {
+		for _, ref := range direct {
+			if ref.GetCondition() == "" && typeAllowed([]*openfgav1.RelationReference{ref}, r.Subject) {
+				return nil
+			}
+		}
+		return errors.New("condition is missing")
+	}
+	c := m.Schema.Caveat(r.Caveat.Name)
+	if c == nil {
+		return fmt.Errorf("undefined condition %q", r.Caveat.Name)
+	}
+	if !slices.ContainsFunc(direct, func(ref *openfgav1.RelationReference) bool {
+		return ref.GetType() == r.Subject.Object.Type && ref.GetCondition() == r.Caveat.Name
+	}) {
+		return fmt.Errorf("invalid condition %q for type restriction", r.Caveat.Name)
+	}
+	for k := range r.Caveat.Context {
+		if !slices.ContainsFunc(c.Params, func(p caveat.Param) bool { return p.Name == k }) {
+			return fmt.Errorf("found invalid context parameter: %s", k)
+		}
+	}
+	if _, err := c.Compiled.ConvertContext(r.Caveat.Context); err != nil {
+		return fmt.Errorf("condition context: %w", err)
+	}
+	return nil
+}
+
+// restrictionOf spells the type restriction a subject needs.
+func restrictionOf(s rel.SubjectRef) string {
+	out := s.Object.Type
 	switch {
-	case r.Subject.Object.ID == rel.Wildcard:
-		s += ":*"
-	case r.Subject.Relation != "":
-		s += "#" + r.Subject.Relation
+	case s.Object.ID == rel.Wildcard:
+		out += ":*"
+	case s.Relation != "":
+		out += "#" + s.Relation
 	}
-	if r.Caveat != nil {
-		s += " with " + r.Caveat.Name
-	}
-	return s
+	return out
 }
 
 // clip shortens very long values in error messages.

@@ -177,6 +177,9 @@ func exerciseFGA(t *testing.T, c openfgav1.OpenFGAServiceClient) (string, string
 	bad, _ := fga.ParseDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [team]\n    define editor: [user] or nothing\n")
 	_, err = c.WriteAuthorizationModel(ctx, &openfgav1.WriteAuthorizationModelRequest{StoreId: storeID, SchemaVersion: "1.1", TypeDefinitions: bad.GetTypeDefinitions()})
 	fgaCode(t, err, int32(openfgav1.ErrorCode_invalid_authorization_model))
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "team") || !strings.Contains(msg, "nothing") {
+		t.Errorf("an invalid model's message does not name both of its problems: %s", msg)
+	}
 
 	exerciseFGAWrites(t, c, storeID)
 	exerciseFGAQueries(t, c, storeID, first)
@@ -515,7 +518,7 @@ func TestOpenFGAHTTP(t *testing.T) {
 // modelJSON is a model as WriteAuthorizationModel's JSON body.
 func modelJSON(t *testing.T, m *openfgav1.AuthorizationModel) map[string]any {
 	t.Helper()
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(&openfgav1.WriteAuthorizationModelRequest{SchemaVersion: m.GetSchemaVersion(), TypeDefinitions: m.GetTypeDefinitions(), Conditions: m.GetConditions()})
+	raw, err := protojson.Marshal(&openfgav1.WriteAuthorizationModelRequest{SchemaVersion: m.GetSchemaVersion(), TypeDefinitions: m.GetTypeDefinitions(), Conditions: m.GetConditions()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // Gateway serves OpenFGA's HTTP API (/stores/...) through client, a connection to
-// the gRPC service, as OpenFGA's own server does: its JSON (proto field names, every
+// the gRPC service, as OpenFGA's own server does: its JSON (the protos' JSON names, every
 // field), its error bodies, 201 for what creates.
 func Gateway(ctx context.Context, client openfgav1.OpenFGAServiceClient) (http.Handler, error) {
 	mux := runtime.NewServeMux(
@@ -34,7 +34,7 @@ func Gateway(ctx context.Context, client openfgav1.OpenFGAServiceClient) (http.H
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithForwardResponseOption(httpCode),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}}),
 	)

@@ -204,12 +204,12 @@ func fromStatus(st *status.Status) int32 {
 // errCapped stops a lookup that has given all the results asked for.
 var errCapped = errors.New("result cap reached")
 
-// streamObjects yields the objects of typ on which user has relation as the lookup
-// finds them, each once, at most limit (0: no limit). A lookup that meets a cycle in
+// Objects yields the objects ("type:id") of typ on which user has relation as the
+// lookup finds them, each once, at most limit (0: no limit). A lookup that meets a cycle in
 // the data (which OpenFGA resolves) finishes with package fga's answer by checks;
 // one whose results need condition parameters the request lacks fails, as OpenFGA's.
-func streamObjects(ctx context.Context, snap *Snapshot, typ, relation, user string, context *structpb.Struct, limit int, yield func(string) error) error {
-	req, err := snap.Model.LookupResourcesRequest(typ, relation, user, context)
+func (s *Snapshot) Objects(ctx context.Context, typ, relation, user string, context *structpb.Struct, limit int, yield func(string) error) error {
+	req, err := s.Model.LookupResourcesRequest(typ, relation, user, context)
 	if err != nil {
 		return fgaErr(err)
 	}
@@ -228,7 +228,7 @@ func streamObjects(ctx context.Context, snap *Snapshot, typ, relation, user stri
 		}
 		return nil
 	}
-	err = snap.Engine.LookupResources(ctx, snap.Model.Schema, snap.Reader, req, func(f engine.FoundResource) error {
+	err = s.Engine.LookupResources(ctx, s.Model.Schema, s.Reader, req, func(f engine.FoundResource) error {
 		if f.Result.Membership == engine.Conditional {
 			missing = append(missing, f.Result.Missing...)
 			return nil
@@ -237,7 +237,7 @@ func streamObjects(ctx context.Context, snap *Snapshot, typ, relation, user stri
 	})
 	if errors.Is(err, engine.ErrMaxDepth) {
 		var ids []string
-		if ids, err = fga.ListObjects(ctx, snap.Engine, snap.Model, snap.Reader, req); err == nil {
+		if ids, err = fga.ListObjects(ctx, s.Engine, s.Model, s.Reader, req); err == nil {
 			for _, id := range ids {
 				if err = send(id); err != nil {
 					break
@@ -294,7 +294,7 @@ func (s *Service) StreamedListObjects(req *openfgav1.StreamedListObjectsRequest,
 	if err != nil {
 		return err
 	}
-	return streamObjects(ctx, snap, req.GetType(), req.GetRelation(), req.GetUser(), req.GetContext(), s.cfg.StreamedListObjectsMaxResults, func(obj string) error {
+	return snap.Objects(ctx, req.GetType(), req.GetRelation(), req.GetUser(), req.GetContext(), s.cfg.StreamedListObjectsMaxResults, func(obj string) error {
 		return srv.Send(&openfgav1.StreamedListObjectsResponse{Object: obj})
 	})
 }
@@ -310,12 +310,22 @@ func (s *Service) ListUsers(ctx context.Context, req *openfgav1.ListUsersRequest
 		return nil, err
 	}
 	obj := rel.ObjectRef{Type: req.GetObject().GetType(), ID: req.GetObject().GetId()}
-	users, err := fga.ListUsers(ctx, snap.Engine, snap.Model, snap.Reader, obj, req.GetRelation(), req.GetUserFilters(), req.GetContext().AsMap())
+	users, err := snap.Users(ctx, obj, req.GetRelation(), req.GetUserFilters(), req.GetContext())
+	if err != nil {
+		return nil, err
+	}
+	return &openfgav1.ListUsersResponse{Users: users}, nil
+}
+
+// Users lists the users of each filter's type or subject set that have relation on
+// object (OpenFGA's ListUsers).
+func (s *Snapshot) Users(ctx context.Context, object rel.ObjectRef, relation string, filters []*openfgav1.UserTypeFilter, context *structpb.Struct) ([]*openfgav1.User, error) {
+	users, err := fga.ListUsers(ctx, s.Engine, s.Model, s.Reader, object, relation, filters, context.AsMap())
 	if err != nil {
 		return nil, fgaErr(err)
 	}
 	if users == nil {
 		users = []*openfgav1.User{}
 	}
-	return &openfgav1.ListUsersResponse{Users: users}, nil
+	return users, nil
 }
