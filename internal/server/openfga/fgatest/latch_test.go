@@ -25,9 +25,16 @@ const testKey = "fgatest-key"
 // startLatch runs latch on the memory store, and stops it when the test ends.
 func startLatch(t testing.TB) *latchServer {
 	t.Helper()
+	return startLatchOn(t, "memory", "")
+}
+
+// startLatchOn runs latch on the store engine at uri (pebble's directory, a
+// database's URI), and stops it when the test ends.
+func startLatchOn(t testing.TB, engine, uri string) *latchServer {
+	t.Helper()
 	srv, err := server.New(server.Config{
 		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", PresharedKeys: []string{testKey},
-		ShutdownGrace: 2 * time.Second, DatastoreEngine: "memory",
+		ShutdownGrace: 2 * time.Second, DatastoreEngine: engine, DatastoreURI: uri,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
