@@ -110,12 +110,35 @@ func (l *Loaded) ListObjects(ctx context.Context, q Query) Answer {
 	return Answer{List: true, Objects: slices.Sorted(slices.Values(resp.GetObjects()))}
 }
 
+// ListUsers asks q as a ListUsers of object q.Object with the one filter q.User; the
+// users come back as the suite writes them, sorted.
+func (l *Loaded) ListUsers(ctx context.Context, q Query) Answer {
+	typ, id, _ := strings.Cut(q.Object, ":")
+	resp, err := l.client.ListUsers(ctx, &openfgav1.ListUsersRequest{
+		StoreId:              l.store,
+		AuthorizationModelId: l.model,
+		Object:               &openfgav1.Object{Type: typ, Id: id},
+		Relation:             q.Relation,
+		UserFilters:          userFilters([]string{q.User}),
+		ContextualTuples:     TupleKeys(q.Contextual),
+		Context:              mustStruct(q.Context),
+	})
+	if err != nil {
+		return answerOf(err)
+	}
+	users := make([]string, 0, len(resp.GetUsers()))
+	for _, u := range resp.GetUsers() {
+		users = append(users, UserString(u))
+	}
+	return Answer{List: true, Objects: slices.Sorted(slices.Values(users))}
+}
+
 // Disagreement is one request two servers answered differently.
 type Disagreement struct {
 	Case Case
-	// Kind is "model", "write", "check" or "list-objects"; "openfga-inconsistent" for
-	// a list-objects answer the other server gives as OpenFGA's own Check implies it,
-	// where OpenFGA's ListObjects says otherwise.
+	// Kind is "model", "write", "check", "list-objects" or "list-users";
+	// "openfga-inconsistent" for a list-objects or list-users answer the other server
+	// gives as OpenFGA's own Check implies it, where OpenFGA's list says otherwise.
 	Kind       string
 	Query      Query
 	Want, Got  Answer // the reference's answer, the other's
@@ -144,15 +167,17 @@ func Compare(ctx context.Context, ref, other openfgav1.OpenFGAServiceClient, c C
 		return nil, err
 	}
 	for i, d := range out {
-		if d.Kind != "check" && d.Kind != "list-objects" {
-			continue
-		}
 		one := d.Case
-		one.Checks, one.Lists = nil, nil
-		if d.Kind == "check" {
+		one.Checks, one.Lists, one.Users = nil, nil, nil
+		switch d.Kind {
+		case "check":
 			one.Checks = []Query{d.Query}
-		} else {
+		case "list-objects":
 			one.Lists = []Query{d.Query}
+		case "list-users":
+			one.Users = []Query{d.Query}
+		default:
+			continue
 		}
 		shrunk, err := shrink(ctx, ref, other, one)
 		if err != nil {
@@ -199,6 +224,17 @@ func compareOnce(ctx context.Context, ref, other openfgav1.OpenFGAServiceClient,
 		}
 		out = append(out, Disagreement{Case: c, Kind: kind, Query: q, Want: want, Got: got})
 	}
+	for _, q := range c.Users {
+		want, got := a.ListUsers(ctx, q), b.ListUsers(ctx, q)
+		if sameAnswer(want, got) {
+			continue
+		}
+		kind := "list-users"
+		if a.checksAgree(ctx, q, want, got) {
+			kind = "openfga-inconsistent"
+		}
+		out = append(out, Disagreement{Case: c, Kind: kind, Query: q, Want: want, Got: got})
+	}
 	return out, ctx.Err()
 }
 
@@ -224,6 +260,39 @@ func (l *Loaded) impliedByCheck(ctx context.Context, q Query) Answer {
 	return implied
 }
 
+// checksAgree reports whether this server's Check sides with got on every user where
+// its own ListUsers answer want differs from got (both lists): allowed for each user got
+// lists and want does not, denied for each one want lists and got does not.
+func (l *Loaded) checksAgree(ctx context.Context, q Query, want, got Answer) bool {
+	if want.Code != 0 || got.Code != 0 {
+		return false
+	}
+	for _, u := range symmetricDifference(want.Objects, got.Objects) {
+		one := q
+		one.User = u
+		a := l.Check(ctx, one)
+		if a.Code != 0 || a.Allowed != slices.Contains(got.Objects, u) {
+			return false
+		}
+	}
+	return true
+}
+
+func symmetricDifference(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func inconsistent(d Disagreement) bool { return d.Kind == "openfga-inconsistent" }
 
 func sameAnswer(a, b Answer) bool {
@@ -237,7 +306,7 @@ func shrink(ctx context.Context, ref, other openfgav1.OpenFGAServiceClient, c Ca
 	best = slices.DeleteFunc(best, inconsistent)
 	if err != nil || len(best) == 0 {
 		// Not reproduced on fresh stores: report the case as first seen.
-		q := slices.Concat(c.Checks, c.Lists)[0]
+		q := slices.Concat(c.Checks, c.Lists, c.Users)[0]
 		return Disagreement{Case: c, Kind: "unreproduced", Query: q}, err
 	}
 	for i := 0; i < len(c.Tuples); {

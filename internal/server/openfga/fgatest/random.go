@@ -13,6 +13,7 @@ type Case struct {
 	Tuples []Tuple // written before asking
 	Checks []Query
 	Lists  []Query // ListObjects: Object holds the type
+	Users  []Query // ListUsers: User holds the filter ("user", "t0#r1")
 }
 
 // Query is one Check or ListObjects request.
@@ -99,7 +100,7 @@ func RandomCase(rnd *rand.Rand) Case {
 	}
 	b.WriteString(conditions)
 	c := Case{Model: b.String(), Tuples: g.tuples(8 + rnd.IntN(16))}
-	c.Checks, c.Lists = g.queries()
+	c.Checks, c.Lists, c.Users = g.queries()
 	return c
 }
 
@@ -274,25 +275,39 @@ func (g *gen) object(typ string) string {
 	return fmt.Sprintf("%s:%d", typ, g.rnd.IntN(n))
 }
 
-// queries draws checks of every object and relation for some users, and list-objects
-// of every type and relation, each with a random request context and now and then a
-// contextual tuple.
-func (g *gen) queries() (checks, lists []Query) {
-	users := []string{"user:0", "user:1", "user:2", "user:9", "user:*"}
+// queries draws checks of every object and relation for some users, list-objects of
+// every type and relation, and list-users of every object and relation, each with a
+// random request context and now and then a contextual tuple.
+func (g *gen) queries() (checks, lists, users []Query) {
+	subjects := []string{"user:0", "user:1", "user:2", "user:9", "user:*"}
 	for _, typ := range g.types {
 		for _, r := range g.rels[typ] {
 			for i := range objectsPerType {
 				object := fmt.Sprintf("%s:%d", typ, i)
 				for range 2 {
-					checks = append(checks, g.query(object, r.name, g.user(users)))
+					checks = append(checks, g.query(object, r.name, g.user(subjects)))
 				}
+				users = append(users, g.query(object, r.name, g.filter()))
 			}
-			for _, u := range users {
+			for _, u := range subjects {
 				lists = append(lists, g.query(typ, r.name, u))
 			}
 		}
 	}
-	return checks, lists
+	return checks, lists, users
+}
+
+// filter draws a list-users filter: mostly users, sometimes an object type or a
+// userset.
+func (g *gen) filter() string {
+	switch typ := g.pick(g.types); g.rnd.IntN(6) {
+	case 0:
+		return typ
+	case 1:
+		return typ + "#" + g.pick([]string{"r0", "r1"})
+	default:
+		return "user"
+	}
 }
 
 // user draws a request's user: mostly users, sometimes a userset of another type.
