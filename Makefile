@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 TOOL     := $(GO) tool -modfile=tools/go.mod
 
-.PHONY: all build test vet unit postgres chromium helm fuzz reliability lint fmt clean
+.PHONY: all build test vet unit postgres chromium helm openfga fga-compare fuzz reliability lint fmt clean
 
 all: build
 
@@ -37,6 +37,16 @@ chromium:
 # this builds the pinned Helm into bin/helm when it is missing, and prints nothing otherwise.
 helm:
 	@scripts/ensure-helm.sh
+
+# The comparisons with the real OpenFGA (internal/server/openfga/fgatest) need its binary;
+# this builds the pinned OpenFGA into bin/openfga when it is missing (about five minutes
+# from a cold module cache, which is why `make test` does not: those tests skip there).
+openfga:
+	@scripts/ensure-openfga.sh
+
+## fga-compare: OpenFGA's conformance suite, the differential test and the SDK runs against the real OpenFGA and latch.
+fga-compare: openfga
+	$(GO) test -race -count=1 ./internal/server/openfga/fgatest
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s) each.
 fuzz:
