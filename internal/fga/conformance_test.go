@@ -300,7 +300,7 @@ func listUsers(ctx context.Context, e *engine.Engine, m *Model, reader readerFun
 	if err != nil {
 		return nil, err
 	}
-	users, err := ListUsers(ctx, e, m, r, obj, a.Request.Relation, filters, toStruct(tb, a.Context).AsMap())
+	users, err := ListUsers(ctx, m, r, obj, a.Request.Relation, filters, toStruct(tb, a.Context).AsMap())
 	if err != nil {
 		return nil, err
 	}

@@ -213,7 +213,7 @@ func TestListUsersOnCyclicData(t *testing.T) {
 	ref := &refChecker{m: m, types: m.types(), tuples: stored}
 	doc := rel.ObjectRef{Type: "doc", ID: "1"}
 	for _, f := range []*openfgav1.UserTypeFilter{{Type: "user"}, {Type: "group", Relation: "member"}} {
-		users, err := ListUsers(context.Background(), openFGAEngine(), m, r, doc, "viewer", []*openfgav1.UserTypeFilter{f}, nil)
+		users, err := ListUsers(context.Background(), m, r, doc, "viewer", []*openfgav1.UserTypeFilter{f}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -103,7 +103,7 @@ func (s *Server) fgaStoreData(ctx context.Context, id string) (authzen.Data, err
 		},
 		ListSubjects: func(ctx context.Context, req engine.LookupSubjectsRequest) ([]string, error) {
 			filter := []*openfgav1.UserTypeFilter{{Type: req.SubjectType, Relation: req.SubjectRelation}}
-			users, err := fga.ListUsers(ctx, snap.Engine, snap.Model, snap.Reader, req.Resource, req.Permission, filter, req.Context)
+			users, err := fga.ListUsers(ctx, snap.Model, snap.Reader, req.Resource, req.Permission, filter, req.Context)
 			ids := make([]string, len(users))
 			for i, u := range users {
 				switch {

@@ -312,7 +312,7 @@ func (s *Service) ListUsers(ctx context.Context, req *openfgav1.ListUsersRequest
 // Users lists the users of each filter's type or subject set that have relation on
 // object (OpenFGA's ListUsers).
 func (s *Snapshot) Users(ctx context.Context, object rel.ObjectRef, relation string, filters []*openfgav1.UserTypeFilter, context *structpb.Struct) ([]*openfgav1.User, error) {
-	users, err := fga.ListUsers(ctx, s.Engine, s.Model, s.Reader, object, relation, filters, context.AsMap())
+	users, err := fga.ListUsers(ctx, s.Model, s.Reader, object, relation, filters, context.AsMap())
 	if err != nil {
 		return nil, fgaErr(err)
 	}
