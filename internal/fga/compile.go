@@ -332,9 +332,9 @@ func (c *compiler) checkTTU(path string, td *openfgav1.TypeDefinition, r string,
 }
 
 // entrypoints returns the relations some tuple can grant: those with a path to a
-// directly assignable object or wildcard. It is the least fixpoint of the rewrites
-// (a relation met again on a path contributes nothing until shown to have one),
-// found by iterating until nothing changes. Relations with problems of their own
+// directly assignable object or wildcard, through both sides of a `but not`. It is
+// the least fixpoint of the rewrites (a relation met again on a path contributes
+// nothing until shown to have one), found by iterating until nothing changes. Relations with problems of their own
 // count as having one, so as not to be reported twice.
 func (c *compiler) entrypoints() map[[2]string]bool {
 	has := map[[2]string]bool{}
@@ -385,7 +385,8 @@ func (c *compiler) rewriteEntry(typ, r string, u *openfgav1.Userset, has map[[2]
 	case *openfgav1.Userset_Intersection:
 		return !slices.ContainsFunc(x.Intersection.GetChild(), func(ch *openfgav1.Userset) bool { return !c.rewriteEntry(typ, r, ch, has) })
 	case *openfgav1.Userset_Difference:
-		return c.rewriteEntry(typ, r, x.Difference.GetBase(), has)
+		// OpenFGA asks an entrypoint of the subtracted side too.
+		return c.rewriteEntry(typ, r, x.Difference.GetBase(), has) && c.rewriteEntry(typ, r, x.Difference.GetSubtract(), has)
 	}
 	return false
 }

@@ -214,7 +214,7 @@ func runStage(t *testing.T, s store.Store, name string, st stageYAML, contextual
 	}
 	for _, a := range st.ListUsersAssertions {
 		total++
-		got, err := listUsers(ctx, e, m, reader, a, t)
+		got, err := listUsers(ctx, m, reader, a, t)
 		what := fmt.Sprintf("list users %v of %s#%s ctx=%v", a.Request.Filters, a.Request.Object, a.Request.Relation, a.Context)
 		if msg := compare(err, a.ErrorCode, func() string { return sameSet(got, a.Expectation) }); msg != "" {
 			fail("%s: %s", what, msg)
@@ -286,7 +286,7 @@ func listObjects(ctx context.Context, e *engine.Engine, m *Model, reader readerF
 	return out, nil
 }
 
-func listUsers(ctx context.Context, e *engine.Engine, m *Model, reader readerFunc, a listUsersYAML, tb testing.TB) ([]string, error) {
+func listUsers(ctx context.Context, m *Model, reader readerFunc, a listUsersYAML, tb testing.TB) ([]string, error) {
 	obj, err := ParseObject(a.Request.Object)
 	if err != nil {
 		return nil, newError(openfgav1.ErrorCode_validation_error, "%v", err)

@@ -155,6 +155,18 @@ func TestRelationDefinedByItselfHasNoEntrypoint(t *testing.T) {
 	}
 }
 
+// OpenFGA asks an entrypoint of both sides of `but not` (code 2056 otherwise); the
+// differential test found `viewer: [user] but not viewer from parent` accepted.
+func TestSubtractedSideNeedsAnEntrypoint(t *testing.T) {
+	_, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define parent: [doc]\n    define viewer: [user] but not viewer from parent\n")
+	if len(probs) != 1 || !strings.Contains(probs[0].Msg, "relation doc#viewer has no entrypoint") {
+		t.Fatalf("want doc#viewer refused for having no entrypoint, got %v", probs)
+	}
+	if _, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define parent: [doc]\n    define blocked: [user]\n    define viewer: [user] but not blocked from parent\n"); len(probs) > 0 {
+		t.Errorf("a subtracted side with an entrypoint is refused: %v", probs)
+	}
+}
+
 func TestComputedCyclesAreRefused(t *testing.T) {
 	_, probs := CompileDSL("model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user] or editor\n    define editor: viewer\n")
 	if len(probs) != 2 || !strings.Contains(probs[0].Msg, "a cycle") || probs[0].Line != 7 || probs[1].Line != 6 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,60 @@ func TestListUsersOnCyclicData(t *testing.T) {
 		if msg := sameSet(got, want); msg != "" || len(want) == 0 {
 			t.Errorf("ListUsers %v: %s (want %v)", f, msg, want)
 		}
+	}
+}
+
+// listUsersOf lists the users of filter ("type" or "type#relation") with relation on
+// object, spelled as the suite spells them, or the error's OpenFGA code.
+func listUsersOf(t *testing.T, m *Model, r store.Reader, object, relation, filter string, reqCtx map[string]any) ([]string, openfgav1.ErrorCode) {
+	t.Helper()
+	obj, err := ParseObject(object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ, frel, _ := strings.Cut(filter, "#")
+	users, err := ListUsers(context.Background(), m, r, obj, relation, []*openfgav1.UserTypeFilter{{Type: typ, Relation: frel}}, reqCtx)
+	if err != nil {
+		return nil, ErrorCode(err)
+	}
+	out := []string{}
+	for _, u := range users {
+		out = append(out, userString(u))
+	}
+	return out, 0
+}
+
+// OpenFGA's ListUsers evaluates the condition of every tuple it reads, and fails when
+// one lacks a parameter, whether or not that tuple leads to a user of the filter;
+// where its walk never reads the tuple (no user of the filter's type can be reached)
+// it answers.
+func TestListUsersFailsOnAnyConditionItReads(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user, user with flag]\ntype t0\n  relations\n    define r0: [user, t1#r0, t1]\ncondition flag(on: bool) {\n  on\n}\n")
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:1", Condition: &openfgav1.RelationshipCondition{Name: "flag"}},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "t1:1#r0"},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:2"},
+	)
+	if got, code := listUsersOf(t, m, r, "t0:2", "r0", "t0#r0", nil); code != openfgav1.ErrorCode_validation_error {
+		t.Errorf("ListUsers t0:2#r0 of t0#r0 without `on`: %v, code %v; want error %v", got, code, openfgav1.ErrorCode_validation_error)
+	}
+	if got, code := listUsersOf(t, m, r, "t0:2", "r0", "user", map[string]any{"on": true}); code != 0 || !slices.Equal(got, []string{"user:1", "user:2"}) {
+		t.Errorf("ListUsers t0:2#r0 of user with `on`: %v, code %v; want [user:1 user:2]", got, code)
+	}
+	if got, code := listUsersOf(t, m, r, "t1:1", "r0", "t0", nil); code != 0 || len(got) != 0 {
+		t.Errorf("ListUsers t1:1#r0 of t0 (unreachable): %v, code %v; want [] without reading the tuples", got, code)
+	}
+}
+
+// OpenFGA's ListUsers of a subject set filter names, besides the subject sets, each
+// object of the filter's type that a tuple it reads assigns directly.
+func TestListUsersOfASubjectSetNamesDirectObjectsOfItsType(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t2\n  relations\n    define r1: [t2]\ntype t1\n  relations\n    define r0: [t2#r1]\n")
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t2:0", Relation: "r1", User: "t2:2"},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "t2:0#r1"},
+	)
+	if got, code := listUsersOf(t, m, r, "t1:0", "r0", "t2#r1", nil); code != 0 || !slices.Equal(got, []string{"t2:0#r1", "t2:2"}) {
+		t.Errorf("ListUsers t1:0#r0 of t2#r1: %v, code %v; want [t2:0#r1 t2:2] as OpenFGA v1.22.1 answers", got, code)
 	}
 }
