@@ -291,3 +291,45 @@ func TestListUsersOfASubjectSetNamesDirectObjectsOfItsType(t *testing.T) {
 		t.Errorf("ListUsers t1:0#r0 of t2#r1: %v, code %v; want [t2:0#r1 t2:2] as OpenFGA v1.22.1 answers", got, code)
 	}
 }
+
+// OpenFGA reads a contextual tuple beside the stored tuple of the same key, each with
+// its own condition, except in a Check of that very user, where the contextual tuple
+// takes the stored one's place.
+func TestContextualTupleOfAStoredKey(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user, user with small, user:* with small]\ncondition small(x: int) {\n  x < 10\n}\n")
+	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*", Condition: small(map[string]any{"x": 7})},
+		&openfgav1.TupleKey{Object: "doc:2", Relation: "viewer", User: "user:2"},
+	)
+	for _, c := range []struct {
+		contextual *openfgav1.TupleKey
+		object     string
+		user       string
+		want       bool
+	}{
+		// The stored wildcard tuple (x 7) grants; the contextual one, lacking x, is read
+		// beside it and cannot take that away.
+		{&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*", Condition: small(nil)}, "doc:1", "user:0", true},
+		// The contextual tuple of user:2 (x 18) replaces the stored unconditional one.
+		{&openfgav1.TupleKey{Object: "doc:2", Relation: "viewer", User: "user:2", Condition: small(map[string]any{"x": 18})}, "doc:2", "user:2", false},
+	} {
+		rc, err := m.Reader(r, []*openfgav1.TupleKey{c.contextual}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := m.CheckRequest(c.object, "viewer", c.user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, rc, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Allowed(res); err != nil || got != c.want {
+			t.Errorf("Check %s#viewer@%s with contextual %v: %v, %v; want %v", c.object, c.user, c.contextual, got, err, c.want)
+		}
+	}
+}

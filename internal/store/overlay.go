@@ -28,6 +28,17 @@ func WithUpdates(r Reader, updates []Update, now time.Time) Reader {
 	return o
 }
 
+// WithAdded returns a reader that answers as r would with added beside its own
+// relationships: a stored relationship with the key of an added one is kept, and
+// both are read (OpenFGA's contextual tuples, which it reads together with the
+// stored tuple of the same key, each with its own condition). As for WithUpdates,
+// its answers must not be cached under r's revision.
+func WithAdded(r Reader, added []rel.Relationship, now time.Time) Reader {
+	o := &overlay{Reader: r, now: now, removed: map[rel.Key]bool{}, added: slices.Clone(added)}
+	slices.SortFunc(o.added, func(a, b rel.Relationship) int { return CompareKeys(a.Key(), b.Key()) })
+	return o
+}
+
 type overlay struct {
 	Reader
 	now     time.Time
