@@ -13,11 +13,11 @@ const archDoc = "../../docs/ARCHITECTURE.md"
 
 var (
 	// listedPackage matches a line of the "Packages" section: "- `internal/x` — ...".
-	listedPackage = regexp.MustCompile("^- `((?:cmd|internal)/[a-z0-9_/]+)` — ")
+	listedPackage = regexp.MustCompile("^- `((?:cmd|internal|examples)/[a-z0-9_/-]+)` — ")
 	// packagePath matches a package path anywhere in the document: in prose, code spans
 	// or the layer diagram. A match followed by a file extension names a file, not a
 	// package, and is skipped.
-	packagePath = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])((?:cmd|internal)(?:/[a-z0-9_]+)+)(\.[a-z]+)?`)
+	packagePath = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])((?:cmd|internal|examples)(?:/[a-z0-9_-]+)+)(\.[a-z]+)?`)
 )
 
 // TestArchitectureDocNamesEveryPackage fails when a Go package exists that

@@ -56,12 +56,16 @@ var forbidden = map[string][]string{
 	"internal/bench":         {module + "internal/cli"},
 	"internal/bench/dataset": append(slices.Clone(offline), module+"internal/store", module+"internal/engine", module+"internal/schema"),
 	"internal/bench/dist":    append(slices.Clone(offline), module+"internal/"),
+	// An example is a client any application could have written: the public
+	// libraries only, nothing of latch's own packages.
+	"examples": {module + "internal/", module + "cmd/"},
 }
 
 // protoImporters are the packages that may import the authzed-go protos themselves:
-// the gRPC server, the CLI and the load tool (both clients of it), and relv1, the one
-// conversion between relationships and their wire form that the others share.
-var protoImporters = []string{"internal/server", "internal/cli", "internal/bench", "internal/relv1"}
+// the gRPC server, the CLI, the load tool and the examples (all clients of it), and
+// relv1, the one conversion between relationships and their wire form that the
+// others share.
+var protoImporters = []string{"internal/server", "internal/cli", "internal/bench", "internal/relv1", "examples"}
 
 // directOnly lists bans checked on a package's own imports only: well-kept libraries we
 // depend on (pebble reports through sentry) link net/http without latch serving or

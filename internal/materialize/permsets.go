@@ -15,9 +15,11 @@ import (
 
 // PermissionSets answers the Materialize API's permission-set questions (the whole
 // sets at a revision, and their changes in revision order) from the store itself:
-// a lookup reads the relationships of the sets' types at its revision, and each
-// committed revision's changes are the pairs its relationships name whose presence
-// differs between a read before it and a read at it. Every answer is exact at its
+// a lookup reads the relationships of the sets' types at its revision, with the
+// child sets below each set (the closure, closure.go), and each committed revision's
+// changes are the pairs its relationships name whose presence differs between a read
+// before it and a read at it, with the closure's pairs the child sets that moved
+// add or remove. Every answer is exact at its
 // revision, needs no memory beyond a page, and is the same on every node of a
 // cluster; how far back a revision may be is the store's history (its GC window).
 type PermissionSets struct {
@@ -104,12 +106,13 @@ func (p *PermissionSets) Lookup(ctx context.Context, rev store.Revision, pos Loo
 	if err != nil {
 		return historyErr(err)
 	}
+	e := newEdges(g, r)
 	for ti := pos.TypeIndex; ti < len(g.types); ti++ {
 		after, skip := store.Cursor(""), 0
 		if ti == pos.TypeIndex {
 			after, skip = pos.After, pos.Skip
 		}
-		more, err := lookupType(ctx, r, g, ti, after, skip, yield)
+		more, err := lookupType(ctx, e, ti, after, skip, yield)
 		if err != nil || !more {
 			return historyErr(err)
 		}
@@ -118,9 +121,10 @@ func (p *PermissionSets) Lookup(ctx context.Context, rev store.Revision, pos Loo
 }
 
 // lookupType yields the pairs of the sets of g.types[ti]: the relationships of the
-// type are read in key order, so each object's arrive together; its pairs are sorted
-// and each sent once.
-func lookupType(ctx context.Context, r store.Reader, g *setGraph, ti int, after store.Cursor, skip int, yield func(Pair, LookupPosition) bool) (bool, error) {
+// type are read in key order, so each object's arrive together; its pairs, with the
+// child sets below its sets, are sorted and each sent once.
+func lookupType(ctx context.Context, e *edges, ti int, after store.Cursor, skip int, yield func(Pair, LookupPosition) bool) (bool, error) {
+	g := e.g
 	var (
 		pairs    []Pair
 		id       string
@@ -129,31 +133,33 @@ func lookupType(ctx context.Context, r store.Reader, g *setGraph, ti int, after 
 		haveLast bool
 		lastItem store.Item
 	)
-	flush := func() bool {
-		slices.SortFunc(pairs, comparePairs)
-		pairs = slices.CompactFunc(pairs, func(a, b Pair) bool { return comparePairs(a, b) == 0 })
-		for i := skip; i < len(pairs); i++ {
+	flush := func() (bool, error) {
+		closed, err := e.closePairs(ctx, pairs)
+		if err != nil {
+			return false, err
+		}
+		for i := skip; i < len(closed); i++ {
 			next := LookupPosition{TypeIndex: ti, After: start, Skip: i + 1}
-			if i == len(pairs)-1 {
+			if i == len(closed)-1 {
 				next = LookupPosition{TypeIndex: ti, After: lastCur}
 			}
-			if !yield(pairs[i], next) {
-				return false
+			if !yield(closed[i], next) {
+				return false, nil
 			}
 		}
 		skip, pairs = 0, pairs[:0]
-		return true
+		return true, nil
 	}
 	f := store.Filter{ResourceType: g.types[ti]}
-	for item, err := range r.Query(ctx, f, store.QueryOptions{After: after}) {
+	for item, err := range e.r.Query(ctx, f, store.QueryOptions{After: after}) {
 		if err != nil {
 			return false, err
 		}
 		x := &item.Relationship
 		if haveLast && x.Resource.ID != id {
 			lastCur = lastItem.Cursor()
-			if !flush() {
-				return false, nil
+			if more, err := flush(); !more || err != nil {
+				return false, err
 			}
 			start = lastCur
 		}
@@ -164,9 +170,7 @@ func lookupType(ctx context.Context, r store.Reader, g *setGraph, ti int, after 
 	}
 	if haveLast {
 		lastCur = lastItem.Cursor()
-		if !flush() {
-			return false, nil
-		}
+		return flush()
 	}
 	return true, nil
 }
@@ -278,6 +282,9 @@ func (p *PermissionSets) Watch(ctx context.Context, w store.Watcher, after store
 					}
 					continue
 				}
+				// The same pairs from the same relationships; the new schema's
+				// subject types are where the edges are read from now.
+				g = ng
 			}
 			cands = cands[:0]
 			for i := range ch.Updates {
@@ -286,15 +293,13 @@ func (p *PermissionSets) Watch(ctx context.Context, w store.Watcher, after store
 			slices.SortFunc(cands, comparePairs)
 			cands = slices.CompactFunc(cands, func(a, b Pair) bool { return comparePairs(a, b) == 0 })
 			if len(cands) > 0 {
-				events, err := p.diff(ctx, g, prev, rev, cands)
+				more, err := p.diff(ctx, g, prev, rev, cands, func(ev SetEvent) bool { return yield(ev, nil) })
 				if err != nil {
 					yield(SetEvent{}, historyErr(err))
 					return
 				}
-				for _, ev := range events {
-					if !yield(ev, nil) {
-						return
-					}
+				if !more {
+					return
 				}
 			}
 			prev = rev
@@ -305,31 +310,42 @@ func (p *PermissionSets) Watch(ctx context.Context, w store.Watcher, after store
 	}
 }
 
-// diff returns the changes of cands between revisions before and at.
-func (p *PermissionSets) diff(ctx context.Context, g *setGraph, before, at store.Revision, cands []Pair) ([]SetEvent, error) {
+// diff yields the changes between revisions before and at that the direct pairs
+// cands (those the revision's relationships make) bring: a member's as it is, a
+// child set's through the closure. It reports false when yield did.
+func (p *PermissionSets) diff(ctx context.Context, g *setGraph, before, at store.Revision, cands []Pair, yield func(SetEvent) bool) (bool, error) {
 	rb, err := p.store.Reader(ctx, before)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	ra, err := p.store.Reader(ctx, at)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	var out []SetEvent
+	var moved []SetEvent
 	for _, pr := range cands {
 		was, err := g.exists(ctx, rb, pr)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		is, err := g.exists(ctx, ra, pr)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		if was != is {
-			out = append(out, SetEvent{Kind: EventChange, Revision: at, Pair: pr, Added: is})
+		if was == is {
+			continue
+		}
+		ev := SetEvent{Kind: EventChange, Revision: at, Pair: pr, Added: is}
+		if pr.Child.IsSet {
+			moved = append(moved, ev)
+		} else if !yield(ev) {
+			return false, nil
 		}
 	}
-	return out, nil
+	if len(moved) == 0 {
+		return true, nil
+	}
+	return closureChanges(ctx, newEdges(g, ra), at, moved, yield)
 }
 
 // historyErr says what to do about a revision past the store's history.

@@ -266,14 +266,15 @@ func TestHistoryGone(t *testing.T) {
 }
 
 // TestSetsAgreeWithChecks: on random schemas without caveats or expiration, a subject
-// reaches a target's set through the permission sets (AuthZed's join: its member rows,
-// then child sets upwards) exactly when a check says it has the permission.
+// reaches a target's set through the permission sets by AuthZed's documented join
+// (its member rows, then ONE hop through the child sets, which the closure makes
+// enough) exactly when a check says it has the permission, nesting cycles included.
 func TestSetsAgreeWithChecks(t *testing.T) {
 	ctx := context.Background()
 	eng := engine.New(engine.Config{})
 	compared := 0
 	for seed := range uint64(80) {
-		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.Options{Nested: true, Acyclic: true})
+		g := enginetest.New(rand.New(rand.NewPCG(seed, 11)), enginetest.Options{Nested: true})
 		text := g.Schema()
 		s, err := schema.Compile(text)
 		if err != nil {
@@ -300,18 +301,15 @@ func TestSetsAgreeWithChecks(t *testing.T) {
 		}
 		for _, tg := range targets {
 			for _, sid := range enginetest.IDs(tg.SubjectType) {
-				in := map[SetRef]bool{}
+				direct, in := map[SetRef]bool{}, map[SetRef]bool{}
 				for pr := range table {
 					if !pr.Child.IsSet && pr.Child.Type == tg.SubjectType && pr.Child.Relation == "" && (pr.Child.ID == sid || pr.Child.ID == rel.Wildcard) {
-						in[pr.Set] = true
+						direct[pr.Set], in[pr.Set] = true, true
 					}
 				}
-				for grew := true; grew; {
-					grew = false
-					for pr := range table {
-						if pr.Child.IsSet && in[SetRef{pr.Child.Type, pr.Child.ID, pr.Child.Relation}] && !in[pr.Set] {
-							in[pr.Set], grew = true, true
-						}
+				for pr := range table {
+					if pr.Child.IsSet && direct[setOf(pr.Child)] {
+						in[pr.Set] = true
 					}
 				}
 				for _, id := range enginetest.IDs(tg.Resource) {

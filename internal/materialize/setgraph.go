@@ -38,6 +38,10 @@ type setGraph struct {
 	// sig is the graph written out: equal signatures stream the same sets from the
 	// same relationships.
 	sig string
+	// down lists, for each node, the reads of an object's relationships that hold
+	// its child sets; up, for each node, the reads of the relationships that make
+	// one of its sets a child set (edgeRead; closure.go walks them).
+	down, up map[relKey][]edgeRead
 }
 
 // setNode is one set node and where its children come from.
@@ -52,11 +56,21 @@ type setNode struct {
 	sources []source
 	// next are the nodes its child sets are of.
 	next []relKey
+	// links are the ways its relationships make child sets.
+	links []link
 	// line is the node written out, for signatures.
 	line string
 }
 
 type source struct{ rel, arrow string }
+
+// link is one way a node's sets get child sets of node child: a relationship of
+// relation rel of the set's object to a subject set of child (arrow ""), or, through
+// an arrow, to an object of child's type whose set child.rel (= arrow) it then holds.
+type link struct {
+	rel, arrow string
+	child      relKey
+}
 
 // contrib is one set a relation's relationships contribute to: set (a node of the
 // relationship's resource type) directly, or through arrow.
@@ -67,7 +81,7 @@ func (n *setNode) admits(t string) bool { return n.all || n.members[t] }
 
 // newSetGraph builds the graph of s for targets, with the targets s cannot stream.
 func newSetGraph(s *ir.Schema, targets []Target) (*setGraph, []*TargetError) {
-	g := &setGraph{nodes: map[relKey]*setNode{}, byRel: map[relKey][]contrib{}}
+	g := &setGraph{nodes: map[relKey]*setNode{}, byRel: map[relKey][]contrib{}, down: map[relKey][]edgeRead{}, up: map[relKey][]edgeRead{}}
 	if s == nil {
 		s = ir.NewSchema(nil, nil, nil)
 	}
@@ -148,7 +162,7 @@ func (b *graphBuilder) need(k relKey, member string) {
 // expand finds n's sources and makes the sets they lead to nodes, with n's member types.
 func (b *graphBuilder) expand(n *setNode) {
 	r := b.s.Definition(n.key.def).Relation(n.key.rel)
-	n.sources, n.next = n.sources[:0], n.next[:0]
+	n.sources, n.next, n.links = n.sources[:0], n.next[:0], n.links[:0]
 	b.walk(n, r, map[*ir.Relation]bool{})
 }
 
@@ -166,6 +180,7 @@ func (b *graphBuilder) walk(n *setNode, r *ir.Relation, seen map[*ir.Relation]bo
 		for _, a := range r.Allowed {
 			if a.Rel != nil {
 				b.needFor(n, relKey{a.Type, a.Relation})
+				n.addLink(link{r.Name, "", relKey{a.Type, a.Relation}})
 			}
 		}
 		return
@@ -187,6 +202,7 @@ func (b *graphBuilder) walk(n *setNode, r *ir.Relation, seen map[*ir.Relation]bo
 			for _, a := range x.TuplesetRel.Allowed {
 				if t := x.TargetOn(a.Def); t != nil && !a.Wildcard {
 					b.needFor(n, relKey{a.Type, t.Name})
+					n.addLink(link{x.Tupleset, x.Target, relKey{a.Type, t.Name}})
 				}
 			}
 		}
@@ -211,6 +227,12 @@ func (b *graphBuilder) needFor(n *setNode, k relKey) {
 func (n *setNode) addSource(s source) {
 	if !slices.Contains(n.sources, s) {
 		n.sources = append(n.sources, s)
+	}
+}
+
+func (n *setNode) addLink(l link) {
+	if !slices.Contains(n.links, l) {
+		n.links = append(n.links, l)
 	}
 }
 
@@ -337,6 +359,9 @@ func (g *setGraph) finish() {
 		}
 		n.line = b.String()
 		lines = append(lines, n.line)
+		for _, l := range n.links {
+			g.addReads(k, l)
+		}
 	}
 	for k, cs := range g.byRel {
 		slices.SortFunc(cs, func(a, b contrib) int { return strings.Compare(a.set+"\x00"+a.arrow, b.set+"\x00"+b.arrow) })
