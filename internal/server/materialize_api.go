@@ -16,6 +16,7 @@ import (
 	"github.com/latch-authz/latch/internal/materialize"
 	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/changefeed"
 )
 
 // AuthZed Materialize's API (authzed.api.materialize.v0) over latch's own data: the
@@ -77,6 +78,29 @@ func (s *Server) takeWatchSlot() (release func(), err error) {
 	}
 }
 
+// startSetsWatch opens what both Materialize watches need, in the order that frees
+// nothing on failure: the store's shared watch, a slot of --max-watch-streams, the
+// revision after which to stream, and a check that the configuration can be streamed
+// from there. what names the call in the error of a store that cannot watch. Its
+// errors are statuses; release frees the slot.
+func (s *Server) startSetsWatch(ctx context.Context, what string, token *v1.ZedToken) (watcher *changefeed.Hub, after store.Revision, release func(), err error) {
+	watcher = s.watchHub()
+	if watcher == nil {
+		return nil, 0, nil, s.status(&unsupportedError{what + " on this datastore"})
+	}
+	if release, err = s.takeWatchSlot(); err != nil {
+		return nil, 0, nil, err
+	}
+	if after, err = s.watchStart(ctx, token); err == nil {
+		err = s.permsets.Check(ctx, after)
+	}
+	if err != nil {
+		release()
+		return nil, 0, nil, s.status(err)
+	}
+	return watcher, after, release, nil
+}
+
 // WatchPermissionSets streams the changes of the permission sets after the token (or
 // from now): each revision's changes, then its completed_revision; a breaking schema
 // change as breaking_schema_change then lookup_permission_sets_required at its
@@ -85,22 +109,11 @@ func (p *permissionSetsService) WatchPermissionSets(req *mv0.WatchPermissionSets
 	s := p.s
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	watcher := s.watchHub()
-	if watcher == nil {
-		return s.status(&unsupportedError{"watching permission sets on this datastore"})
-	}
-	release, err := s.takeWatchSlot()
+	watcher, after, release, err := s.startSetsWatch(ctx, "watching permission sets", req.GetOptionalStartingAfter())
 	if err != nil {
 		return err
 	}
 	defer release()
-	after, err := s.watchStart(ctx, req.GetOptionalStartingAfter())
-	if err != nil {
-		return s.status(err)
-	}
-	if err := s.permsets.Check(ctx, after); err != nil {
-		return s.status(err)
-	}
 	snd := startWatchSender(stream.Send)
 	err = func() error {
 		for ev, err := range s.permsets.Watch(ctx, watcher, after, watchCheckpointInterval) {

@@ -53,22 +53,11 @@ func (w *watchPermissionsService) WatchPermissions(req *mv0.WatchPermissionsRequ
 			targets = append(targets, t)
 		}
 	}
-	watcher := s.watchHub()
-	if watcher == nil {
-		return s.status(&unsupportedError{"watching permissions on this datastore"})
-	}
-	release, err := s.takeWatchSlot()
+	watcher, after, release, err := s.startSetsWatch(ctx, "watching permissions", req.GetOptionalStartingAfter())
 	if err != nil {
 		return err
 	}
 	defer release()
-	after, err := s.watchStart(ctx, req.GetOptionalStartingAfter())
-	if err != nil {
-		return s.status(err)
-	}
-	if err := s.permsets.Check(ctx, after); err != nil {
-		return s.status(err)
-	}
 	snd := startWatchSender(stream.Send)
 	err = func() error {
 		for a, err := range s.permsets.WatchAffected(ctx, watcher, after, watchCheckpointInterval, targets) {
