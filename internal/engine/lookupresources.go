@@ -224,7 +224,7 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 		}
 		sf := &store.SubjectFilter{Type: a.Type}
 		return inChunks(func(each func(string, outcome) error) error {
-			return l.walkBackEach(ctx, def.Name, x.TuplesetRel.Name, sf, sub, each)
+			return l.walkBackEach(ctx, def.Name, x.TuplesetRel.Name, sf, sub, true, each)
 		}, fn)
 	}
 	res, err := l.expr(ctx, def, x)
@@ -881,16 +881,17 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 // objects in sub (narrowed by sf) and ORs into out each resource's outcome: the
 // relationship's caveat AND the subject object's outcome.
 func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, out results) error {
-	return l.walkBackEach(ctx, resType, relation, sf, sub, func(id string, o outcome) error {
+	return l.walkBackEach(ctx, resType, relation, sf, sub, false, func(id string, o outcome) error {
 		out.put(id, or(out.get(id), o))
 		return nil
 	})
 }
 
-// walkBackEach passes to fn, in the store's key order, the resource of each
-// relationship of resType#relation whose subject is among the objects in sub
-// (narrowed by sf), with the relationship's caveat AND the subject object's outcome.
-func (l *reverseLookup) walkBackEach(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, fn func(id string, o outcome) error) error {
+// walkBackEach passes to fn the resource of each relationship of resType#relation
+// whose subject is among the objects in sub (narrowed by sf), with the relationship's
+// caveat AND the subject object's outcome: in the store's key order when ordered,
+// else in whatever order the store finds them cheapest.
+func (l *reverseLookup) walkBackEach(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, ordered bool, fn func(id string, o outcome) error) error {
 	if len(sub) == 0 {
 		return nil
 	}
@@ -902,7 +903,7 @@ func (l *reverseLookup) walkBackEach(ctx context.Context, resType, relation stri
 	f := store.Filter{ResourceType: resType, Relation: relation, Subject: &store.SubjectFilter{
 		Type: sf.Type, IDs: ids, Relation: sf.Relation, RelationSet: sf.RelationSet,
 	}}
-	for item, err := range l.r.Query(ctx, f, store.QueryOptions{}) {
+	for item, err := range l.r.Query(ctx, f, store.QueryOptions{Unordered: !ordered}) {
 		if err != nil {
 			return err
 		}

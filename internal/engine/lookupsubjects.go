@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -226,21 +227,26 @@ func (p *subjectPlanner) relation(ctx context.Context, r *ir.Relation, id string
 		if err != nil {
 			return nil, err
 		}
-		if p.subjRel != "" && r.Def.Name == p.typ && r.Name == p.subjRel {
-			// A subject set is a member of itself. (No wildcard has a relation, so
-			// none reaches this lookup, whose parts do not matter.)
-			n = union(n, &planNode{kind: planSelf, id: id})
-		}
-		return n, nil
+		return p.withSelf(r, id, n), nil
 	})
 }
 
 // direct is the plan of relation r on id: a leaf when r allows the requested subjects,
 // united with the union of the subject sets its relationships name.
 func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, depth int) (*planNode, error) {
-	named := emptyPlan()
-	if slices.ContainsFunc(r.Allowed, func(a ir.AllowedSubject) bool { return a.Type == p.typ && a.Relation == p.subjRel }) {
-		named = &planNode{kind: planLeaf, rel: r, id: id}
+	if ids, longest, cyclic, ok := p.ev.indexedDescendants(ctx, r, id); ok {
+		// The sets nested at any depth, from the index: each is planned as the subjects
+		// it names alone, with no walk through the sets between, which fails as the walk
+		// would, on a cycle or on a chain longer than the depth left.
+		if cyclic || longest >= depth {
+			return nil, ErrMaxDepth
+		}
+		p.nodes.low = min(p.nodes.low, depth-longest) // the depth the walk would reach
+		subs := make([]*planNode, 0, len(ids))
+		for _, c := range ids {
+			subs = append(subs, p.withSelf(r, c, directNode(p.named(r, c), nil)))
+		}
+		return directNode(p.named(r, id), subs), nil
 	}
 	// The subject sets, in key order: the types that can be subject sets, in order, and
 	// each one's relationships.
@@ -252,17 +258,6 @@ func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, 
 	}
 	slices.Sort(types)
 	var subs []*planNode
-	if ids, ok := p.ev.indexedChildren(ctx, r, id); ok {
-		// The subject sets from the index, in the order the read would give them.
-		for _, c := range ids {
-			sub, err := p.relation(ctx, r, c, depth-1)
-			if err != nil {
-				return nil, err
-			}
-			subs = append(subs, sub)
-		}
-		types = nil
-	}
 	for _, t := range slices.Compact(types) {
 		f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: []string{id}, Relation: r.Name, Subject: &store.SubjectFilter{Type: t}}
 		for item, err := range p.r.Query(ctx, f, store.QueryOptions{}) {
@@ -280,9 +275,34 @@ func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, 
 			subs = append(subs, p.through(sub, item.Relationship.Caveat))
 		}
 	}
+	return directNode(p.named(r, id), subs), nil
+}
+
+// named is the leaf of the subjects relation r on id names, when r allows the
+// requested ones; else the empty set.
+func (p *subjectPlanner) named(r *ir.Relation, id string) *planNode {
+	if slices.ContainsFunc(r.Allowed, func(a ir.AllowedSubject) bool { return a.Type == p.typ && a.Relation == p.subjRel }) {
+		return &planNode{kind: planLeaf, rel: r, id: id}
+	}
+	return emptyPlan()
+}
+
+// directNode is a relation's node: its leaf united with the subject sets it names.
+func directNode(named *planNode, subs []*planNode) *planNode {
 	n := union(named, union(append([]*planNode{emptyPlan()}, subs...)...))
 	n.direct, n.subs = true, subs
-	return n, nil
+	return n
+}
+
+// withSelf is n, the node of relation r on id, with the subject set r on id itself
+// when that is a subject the lookup asks for: a subject set is a member of itself.
+// (No wildcard has a relation, so none reaches this lookup, whose parts do not
+// matter.)
+func (p *subjectPlanner) withSelf(r *ir.Relation, id string, n *planNode) *planNode {
+	if p.subjRel != "" && r.Def.Name == p.typ && r.Name == p.subjRel {
+		return union(n, &planNode{kind: planSelf, id: id})
+	}
+	return n
 }
 
 func (p *subjectPlanner) expr(ctx context.Context, def *ir.Definition, x *ir.Expr, id string, depth int) (*planNode, error) {
@@ -687,6 +707,7 @@ func (o *subjectsRun) stream(n *planNode, after string) idStream {
 	}
 	var parts []idStream
 	var selves []string
+	var leaves [][]*planNode // by relation, in the order first reached
 	seen := map[*planNode]bool{}
 	var walk func(n *planNode)
 	walk = func(n *planNode) {
@@ -700,7 +721,11 @@ func (o *subjectsRun) stream(n *planNode, after string) idStream {
 				walk(c)
 			}
 		case planLeaf:
-			parts = append(parts, o.leaf(n, after))
+			i := slices.IndexFunc(leaves, func(l []*planNode) bool { return l[0].rel == n.rel })
+			if i < 0 {
+				i, leaves = len(leaves), append(leaves, nil)
+			}
+			leaves[i] = append(leaves[i], n)
 		case planSelf:
 			if n.id > after {
 				selves = append(selves, n.id)
@@ -710,6 +735,15 @@ func (o *subjectsRun) stream(n *planNode, after string) idStream {
 		}
 	}
 	walk(n)
+	for _, l := range leaves {
+		if len(l) < leafBatchMin {
+			for _, n := range l {
+				parts = append(parts, o.leaf(n, after))
+			}
+			continue
+		}
+		parts = append(parts, o.leafBatch(l, after))
+	}
 	if len(selves) > 0 {
 		slices.Sort(selves)
 		parts = append(parts, &sliceStream{ids: selves})
@@ -748,6 +782,53 @@ func (o *subjectsRun) leaf(n *planNode, after string) idStream {
 	}
 	o.stops = append(o.stops, stop)
 	return l
+}
+
+// leafBatchMin is how many leaves of one relation a union must merge for them to be
+// read as one (leafBatch).
+const leafBatchMin = 8
+
+// leafBatch is the stream of many leaves of one relation (a group's nested sets, which
+// the index lists by the thousand): one store read of all their objects, whose
+// subjects after after are sorted and each given once with its outcomes ORed, as the
+// merge of the leaves' own streams would give them. It costs one read instead of a
+// read, an open store iterator and a merge position per leaf, and holds no more than
+// those leaves would each have read ahead.
+func (o *subjectsRun) leafBatch(ns []*planNode, after string) idStream {
+	f := o.leafFilter(ns[0], "")
+	f.ResourceIDs = make([]string, len(ns))
+	for i, n := range ns {
+		f.ResourceIDs[i] = n.id
+	}
+	var ms []member
+	for item, err := range o.r.Query(o.ctx, f, store.QueryOptions{Unordered: true}) {
+		if err != nil {
+			return &leafStream{err: err}
+		}
+		if id, c, ok := o.ev.subjectOf(&item.Relationship); ok && id > after {
+			ms = append(ms, member{id, c})
+		}
+	}
+	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.id, b.id) })
+	out := ms[:0]
+	for _, m := range ms {
+		if last := len(out) - 1; last >= 0 && out[last].id == m.id {
+			out[last].o = or(out[last].o, m.o)
+		} else {
+			out = append(out, m)
+		}
+	}
+	return &leafStream{ahead: out}
+}
+
+// subjectOf is the subject a leaf's relationship x names and its outcome, or false
+// for a wildcard (reported apart) and a relationship whose caveat does not hold.
+func (ev *evaluator) subjectOf(x *rel.Relationship) (string, outcome, bool) {
+	if x.Subject.Object.ID == rel.Wildcard {
+		return "", outNo, false
+	}
+	c := ev.caveat(x.Caveat)
+	return x.Subject.Object.ID, c, c.st != no
 }
 
 // idStream yields distinct subject ids in ascending order, each with its outcome
@@ -794,12 +875,8 @@ func (l *leafStream) read() (string, outcome, bool, error) {
 		if !ok || err != nil {
 			return "", outNo, false, err
 		}
-		x := &item.Relationship
-		if x.Subject.Object.ID == rel.Wildcard {
-			continue
-		}
-		if c := l.ev.caveat(x.Caveat); c.st != no {
-			return x.Subject.Object.ID, c, true, nil
+		if id, c, ok := l.ev.subjectOf(&item.Relationship); ok {
+			return id, c, true, nil
 		}
 	}
 }

@@ -24,11 +24,12 @@ type SetIndex interface {
 	// (each granted, none conditional), each with the fewest set edges between it and
 	// a set holding the subject directly; or false when the index cannot say so.
 	Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) (ids []string, hops []uint8, known bool)
-	// Children returns, in id order, the ids of the sets of relation r (whose subject
-	// sets are all of r) that r on id holds at rev, exactly as a read of its subject
-	// sets would find them (none caveated or expiring), or false when the index cannot
-	// say so.
-	Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) (ids []string, known bool)
+	// Descendants returns, in id order, the ids of the sets of relation r (whose
+	// subject sets are all of r) nested in r on id at rev at any depth, exactly as the
+	// reads of subject sets of a walk down from it would reach them (none caveated or
+	// expiring), with the set edges of the longest chain down from it and whether a
+	// cycle is reachable from it; or false when the index cannot say so.
+	Descendants(ctx context.Context, rev store.Revision, r *ir.Relation, id string) (ids []string, longest int, cyclic, known bool)
 }
 
 // SetView is a SetIndex's answers for one subject at one revision, used by one
@@ -70,14 +71,15 @@ func (ev *evaluator) nestsOnlyItself(r *ir.Relation) bool {
 	return true
 }
 
-// indexedChildren returns, when the engine's index can say, the ids of the sets of r
-// that r on id holds (r nesting only itself), in id order: what a subject lookup's
-// read of r's subject sets on id finds, each unconditional.
-func (ev *evaluator) indexedChildren(ctx context.Context, r *ir.Relation, id string) ([]string, bool) {
+// indexedDescendants returns, when the engine's index can say, the sets of r nested in
+// r on id (r nesting only itself) at any depth, in id order: what a subject lookup's
+// walk down through r's subject sets reaches, each unconditional; with the edges of
+// the longest chain down and whether the walk would meet a cycle.
+func (ev *evaluator) indexedDescendants(ctx context.Context, r *ir.Relation, id string) (ids []string, longest int, cyclic, known bool) {
 	if !ev.nestsOnlyItself(r) {
-		return nil, false
+		return nil, 0, false, false
 	}
-	return ev.index.Children(ctx, ev.r.Revision(), r, id)
+	return ev.index.Descendants(ctx, ev.r.Revision(), r, id)
 }
 
 // indexedSets returns, when the engine's index can say, the objects whose relation r

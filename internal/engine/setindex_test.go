@@ -277,7 +277,7 @@ func TestLookupsAgreeWithIndex(t *testing.T) {
 	const schemas, lookups = 100, 6
 	ctx := context.Background()
 	indexed, indexedSubjects := 0, 0
-	var answered, children int64
+	var answered, descents int64
 	for seed := range uint64(schemas) {
 		opts := enginetest.Options{}
 		if seed%2 == 0 {
@@ -358,30 +358,30 @@ func TestLookupsAgreeWithIndex(t *testing.T) {
 			indexed++
 			answered += x.answered.Load()
 		}
-		if x.children.Load() > 0 {
+		if x.descents.Load() > 0 {
 			indexedSubjects++
-			children += x.children.Load()
+			descents += x.descents.Load()
 		}
 		is.stop()
 	}
 	if indexed < schemas/5 || indexedSubjects < schemas/5 {
 		t.Fatalf("the index answered LookupResources in only %d of %d schemas, LookupSubjects in %d; the generator needs more nested sets", indexed, schemas, indexedSubjects)
 	}
-	t.Logf("the index answered %d walks back of LookupResources in %d schemas, %d reads of subject sets of LookupSubjects in %d", answered, indexed, children, indexedSubjects)
+	t.Logf("the index answered %d walks back of LookupResources in %d schemas, %d walks down nested sets of LookupSubjects in %d", answered, indexed, descents, indexedSubjects)
 }
 
 // setsCounter counts the lookups' walks through nested sets an index answered.
 type setsCounter struct {
 	engine.SetIndex
-	answered, children atomic.Int64
+	answered, descents atomic.Int64
 }
 
-func (c *setsCounter) Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, bool) {
-	ids, known := c.SetIndex.Children(ctx, rev, r, id)
+func (c *setsCounter) Descendants(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, int, bool, bool) {
+	ids, longest, cyclic, known := c.SetIndex.Descendants(ctx, rev, r, id)
 	if known {
-		c.children.Add(1)
+		c.descents.Add(1)
 	}
-	return ids, known
+	return ids, longest, cyclic, known
 }
 
 func (c *setsCounter) Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) ([]string, []uint8, bool) {
@@ -504,7 +504,7 @@ definition doc {
 				outcomes[strings.HasSuffix(want[len(want)-1], engine.ErrMaxDepth.Error())]++
 			}
 		}
-		if x.answered.Load() == 0 || x.children.Load() == 0 {
+		if x.answered.Load() == 0 || x.descents.Load() == 0 {
 			t.Fatalf("chain of %d: the index answered no lookup", n)
 		}
 		is.stop()

@@ -377,49 +377,98 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 	return ids, hops, true
 }
 
-// Children returns the ids of the sets of relation r that set r.Def:id#r holds at
-// rev, as a lookup's read of its subject sets would find them (each unconditional), in
-// id order; or false when the index cannot say so exactly (see Sets). Only a relation
-// whose subject sets are all of itself is asked: its children are all of it.
-func (x *Index) Children(ctx context.Context, rev store.Revision, r *ir.Relation, id string) ([]string, bool) {
+// Descendants returns the ids of the sets of relation r nested in set r.Def:id#r at
+// rev at any depth, as a lookup's reads of subject sets would reach them from it (each
+// unconditional), in id order, with the set edges of the longest chain down from it
+// and whether a cycle is reachable from it (a walk would follow it round until its
+// depth limit); or false when the index cannot say so exactly (see Sets). Only a
+// relation whose subject sets are all of itself is asked: the sets nested in it are
+// all of it.
+func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relation, id string) (ids []string, longest int, cyclic, known bool) {
 	st := x.cur.Load()
 	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
-		return nil, false
+		return nil, 0, false, false
 	}
 	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
 		x.fallbacks.Add(1)
-		return nil, false
+		return nil, 0, false, false
 	}
 	if tainted, ok := st.tainted.at(rev); !ok || tainted {
 		x.fallbacks.Add(1)
-		return nil, false
+		return nil, 0, false, false
 	}
-	name := setName(nil, r.Def.Name, id, r.Name)
 	st.mu.RLock()
 	defer st.mu.RUnlock()
-	_, n := st.lookup(name)
+	root, n := st.lookup(setName(nil, r.Def.Name, id, r.Name))
 	if n == nil {
 		x.answers.Add(1)
-		return nil, true
+		return nil, 0, false, true
 	}
-	cs, ok := n.children.at(rev)
-	if !ok {
+	d := descent{st: st, rev: rev, height: map[uint32]int{}, onPath: map[uint32]bool{}}
+	longest, known = d.walk(root)
+	if !known {
 		x.fallbacks.Add(1)
-		return nil, false
+		return nil, 0, false, false
 	}
-	ids := make([]string, 0, len(cs))
-	for _, c := range cs {
+	if d.cyclic {
+		x.answers.Add(1)
+		return nil, 0, true, true
+	}
+	ids = make([]string, 0, len(d.height)-1)
+	for c := range d.height {
+		if c == root {
+			continue
+		}
 		id, ok := idIn(st.names.name(c), r)
 		if !ok {
-			// A set of another relation: the index cannot say what the read would.
+			// A set of another relation: the index cannot say what the reads would.
 			x.fallbacks.Add(1)
-			return nil, false
+			return nil, 0, false, false
 		}
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	x.answers.Add(1)
-	return ids, true
+	return ids, longest, false, true
+}
+
+// descent is one walk down the set graph at a revision, under the state's read lock:
+// each set's height (the edges of the longest chain down from it) once known, and
+// the sets on the current path, which a cycle leads back to.
+type descent struct {
+	st     *state
+	rev    store.Revision
+	height map[uint32]int
+	onPath map[uint32]bool
+	cyclic bool
+}
+
+// walk returns the height of set id, or false when its children at the revision are
+// no longer held. It stops at the first cycle, setting cyclic.
+func (d *descent) walk(id uint32) (int, bool) {
+	if h, ok := d.height[id]; ok {
+		return h, true
+	}
+	if d.onPath[id] {
+		d.cyclic = true
+		return 0, true
+	}
+	cs, ok := d.st.node(id).children.at(d.rev)
+	if !ok {
+		return 0, false
+	}
+	d.onPath[id] = true
+	h := 0
+	for _, c := range cs {
+		ch, ok := d.walk(c)
+		if !ok || d.cyclic {
+			return 0, ok
+		}
+		h = max(h, ch+1)
+	}
+	delete(d.onPath, id)
+	d.height[id] = h
+	return h, true
 }
 
 // idIn returns the object id of set name ("type:id#relation") when it is a set of

@@ -78,6 +78,9 @@ type Cursor string
 type QueryOptions struct {
 	Limit int    // 0: no limit
 	After Cursor // resume after this position; results are ordered by relationship key
+	// Unordered says the caller takes the results in any order and resumes from none of
+	// them (After is empty): a store may yield them as it finds them, sparing a sort.
+	Unordered bool
 }
 
 // Reader answers queries at one revision. Every method is safe for concurrent use.
@@ -85,7 +88,7 @@ type Reader interface {
 	// Revision is the revision this reader reads at.
 	Revision() Revision
 	// Query yields the relationships matching f in key order (resource type, resource id,
-	// relation, subject type, subject id, subject relation). It hides expired relationships
+	// relation, subject type, subject id, subject relation), unless opts.Unordered. It hides expired relationships
 	// unless f.IncludeExpired. Each item's Cursor resumes after its relationship;
 	// iteration stops at the first error.
 	Query(ctx context.Context, f Filter, opts QueryOptions) iter.Seq2[Item, error]

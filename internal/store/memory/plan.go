@@ -184,7 +184,7 @@ func (q *query) collectGroupLocked(k groupKey, scratch []uint32) []uint32 {
 			}
 		}
 	}
-	if len(idxs) > 1 {
+	if len(idxs) > 1 && !q.unordered {
 		slices.SortFunc(idxs, s.compareSubjects)
 	}
 	return idxs
@@ -288,7 +288,9 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 	if p.ki < len(p.keys) {
 		return false
 	}
-	slices.SortFunc(p.acc, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
+	if !q.unordered {
+		slices.SortFunc(p.acc, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
+	}
 	// Everything goes out in this one batch, so the cap is the query's limit, not the
 	// batch size.
 	if q.limit > 0 && len(p.acc) > q.limit {

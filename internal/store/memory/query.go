@@ -49,8 +49,11 @@ type query struct {
 	now   int64 // the clock (unix ns), read at the first record that expires; 0 before
 	f     store.Filter
 	limit int
-	codec store.LazyCursorCodec
-	after *rel.Key // resume strictly after this key; nil once passed
+	// unordered: the caller takes the matches in any order, so groups and reverse
+	// walks hand them over unsorted.
+	unordered bool
+	codec     store.LazyCursorCodec
+	after     *rel.Key // resume strictly after this key; nil once passed
 
 	planned   bool  // the filter is resolved and the plan chosen (at the first batch)
 	empty     bool  // the filter names a string never stored: nothing matches
@@ -95,7 +98,7 @@ func (q *query) start(ctx context.Context, s *Store, rev uint64, f store.Filter,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q.s, q.rev, q.f, q.limit = s, rev, f, max(opts.Limit, 0)
+	q.s, q.rev, q.f, q.limit, q.unordered = s, rev, f, max(opts.Limit, 0), opts.Unordered
 	if opts.After != "" {
 		k, err := q.codec.Of(&q.f).Decode(opts.After)
 		if err != nil {
@@ -350,11 +353,14 @@ func (q *query) reverseKeysLocked() ([]revKey, int) {
 }
 
 // forwardCostLocked estimates the records the group plan visits, stopping once the
-// estimate passes limit.
+// estimate passes limit. Without listed resource ids the plan visits every group of
+// the filter's types, one lookup each even where the group holds no match (a filter
+// naming subjects whose kind no record of the relation has still walks them all).
 func (q *query) forwardCostLocked(limit int) int {
 	if q.ridsByStr == nil {
 		cost := 0
 		for _, t := range q.types {
+			cost += q.s.types[t].ids.len() * len(q.relationsLocked(t))
 			for _, c := range q.s.types[t].kinds {
 				if (q.anyRel || c.relation == q.relation) && (q.anySt || c.subjType == q.st) && (q.anySrel || c.subjRel == q.srel) {
 					cost += int(c.n)

@@ -167,6 +167,12 @@ func testOrderAndPaging(h *harness) {
 				h.t.Fatalf("query %s in pages of %d:\n got  %q\n want %q", f, limit, got, relStrings(full))
 			}
 		}
+		// Unordered, the same relationships, in whatever order.
+		unordered := relStrings(h.query(rev, f, store.QueryOptions{Unordered: true}))
+		slices.Sort(unordered)
+		if want := slices.Sorted(slices.Values(relStrings(full))); !slices.Equal(unordered, want) {
+			h.t.Fatalf("query %s unordered:\n got  %q\n want %q", f, unordered, want)
+		}
 		// Each item's cursor resumes right after it.
 		if len(full) > 3 {
 			rest := h.query(rev, f, store.QueryOptions{After: full[2].Cursor()})
