@@ -217,7 +217,7 @@ func (ev *evaluator) caveat(c *rel.Caveat) outcome {
 		}
 		if len(absent) > 0 {
 			ev.unmet = append(ev.unmet, absent...)
-			return outcome{st: cond, missing: mergeMissing(absent, nil)}
+			return condOn(mergeMissing(absent, nil))
 		}
 	}
 	res, err := def.Compiled.Eval(converted)
@@ -226,7 +226,7 @@ func (ev *evaluator) caveat(c *rel.Caveat) outcome {
 	}
 	switch {
 	case len(res.Missing) > 0:
-		return outcome{st: cond, missing: res.Missing}
+		return condOn(res.Missing)
 	case res.Satisfied:
 		return outHas
 	default:

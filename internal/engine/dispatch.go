@@ -165,12 +165,15 @@ func (ev *evaluator) dispatchRemote(ctx context.Context, n Node, r *ir.Relation,
 	}
 	out := make(results, len(ids))
 	for i, id := range ids {
-		o := outcome{st: state(a.States[i]), missing: a.Missing[i]}
-		if o.st == evalErr {
+		o := outcome{st: state(a.States[i])}
+		switch {
+		case o.st == evalErr:
 			if a.Errors == nil || a.Errors[i] == nil {
 				return nil, fmt.Errorf("dispatch to another node answered a failed caveat without its error")
 			}
-			o.err = a.Errors[i]
+			o.d = &outcomeDetail{err: a.Errors[i]}
+		case a.Missing[i] != nil:
+			o.d = &outcomeDetail{missing: a.Missing[i]}
 		}
 		out.put(id, o)
 	}
@@ -187,12 +190,12 @@ func (ev *evaluator) answer(ctx context.Context, r *ir.Relation, ids []string, d
 	a := &Answers{States: make([]AnswerState, len(ids)), Missing: make([][]string, len(ids))}
 	for i, id := range ids {
 		o := res.get(id)
-		a.States[i], a.Missing[i] = AnswerState(o.st), o.missing
+		a.States[i], a.Missing[i] = AnswerState(o.st), o.missing()
 		if o.st == evalErr {
 			if a.Errors == nil {
 				a.Errors = make([]*CaveatEvalError, len(ids))
 			}
-			a.Errors[i] = o.err
+			a.Errors[i] = o.err()
 		}
 	}
 	return a, nil

@@ -258,11 +258,11 @@ func toResult(o outcome) (Result, error) {
 	case has:
 		return Result{Membership: HasPermission}, nil
 	case cond:
-		return Result{Membership: Conditional, Missing: o.missing}, nil
+		return Result{Membership: Conditional, Missing: o.missing()}, nil
 	case depthErr:
 		return Result{}, ErrMaxDepth
 	case evalErr:
-		return Result{}, o.err
+		return Result{}, o.err()
 	default:
 		return Result{Membership: NoPermission}, nil
 	}

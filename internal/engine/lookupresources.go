@@ -88,11 +88,11 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 		}
 	}
 	if failed != "" {
-		return res[failed].err
+		return res[failed].err()
 	}
 	slices.Sort(conds)
 	for _, id := range conds {
-		if err := yield(FoundResource{ID: id, Result: Result{Membership: Conditional, Missing: res[id].missing}}); err != nil {
+		if err := yield(FoundResource{ID: id, Result: Result{Membership: Conditional, Missing: res[id].missing()}}); err != nil {
 			return err
 		}
 	}
@@ -311,11 +311,11 @@ func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req Lo
 			case has:
 				f.Result = Result{Membership: HasPermission}
 			case cond:
-				f.Result = Result{Membership: Conditional, Missing: o.missing}
+				f.Result = Result{Membership: Conditional, Missing: o.missing()}
 			case evalErr:
 				// The first resource in id order whose check fails fails the lookup,
 				// as in the unordered lookup.
-				return o.err
+				return o.err()
 			default:
 				continue
 			}
@@ -465,6 +465,7 @@ type reverseLookup struct {
 	// exclusion, the others of an intersection), the objects on which the subject
 	// holds it, when walking back found them within reverseBudget; nil when it did not.
 	walkedBack map[*ir.Expr]results
+	walked     map[walkKey]*walkMemo // see walkBack
 }
 
 func newReverseLookup(e *Engine, ev *evaluator, r store.Reader) *reverseLookup {
@@ -475,6 +476,7 @@ func newReverseLookup(e *Engine, ev *evaluator, r store.Reader) *reverseLookup {
 		}),
 		emit:       func(*ir.Relation, results) error { return nil },
 		walkedBack: map[*ir.Expr]results{},
+		walked:     map[walkKey]*walkMemo{},
 	}
 }
 
@@ -547,7 +549,7 @@ func mergeOr(dst, src results) bool {
 	for id, o := range src {
 		old := dst.get(id)
 		n := or(old, o)
-		if n.st != old.st || !slices.Equal(n.missing, old.missing) || n.err != old.err {
+		if n.st != old.st || !slices.Equal(n.missing(), old.missing()) || n.err() != old.err() {
 			dst.put(id, n)
 			changed = true
 		}
@@ -747,11 +749,12 @@ func (b *budgetReader) Query(ctx context.Context, f store.Filter, opts store.Que
 func (l *reverseLookup) arrowAny(ctx context.Context, def *ir.Definition, x *ir.Expr) (results, error) {
 	out := results{}
 	for _, a := range arrowTypes(x) {
-		sub, err := l.relation(ctx, x.TargetOn(a.Def))
+		target := x.TargetOn(a.Def)
+		sub, err := l.relation(ctx, target)
 		if err != nil {
 			return nil, err
 		}
-		if err := l.walkBack(ctx, def.Name, x.TuplesetRel.Name, &store.SubjectFilter{Type: a.Type}, sub, out); err != nil {
+		if err := l.walkBack(ctx, target, def.Name, x.TuplesetRel.Name, &store.SubjectFilter{Type: a.Type}, sub, out); err != nil {
 			return nil, err
 		}
 	}
@@ -870,7 +873,7 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 			return nil, err
 		}
 		sf := &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}
-		if err := l.walkBack(ctx, r.Def.Name, r.Name, sf, sub, out); err != nil {
+		if err := l.walkBack(ctx, a.Rel, r.Def.Name, r.Name, sf, sub, out); err != nil {
 			return nil, err
 		}
 	}
@@ -878,13 +881,63 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 }
 
 // walkBack reads the relationships of resType#relation whose subjects are among the
-// objects in sub (narrowed by sf) and ORs into out each resource's outcome: the
-// relationship's caveat AND the subject object's outcome.
-func (l *reverseLookup) walkBack(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, out results) error {
-	return l.walkBackEach(ctx, resType, relation, sf, sub, false, func(id string, o outcome) error {
-		out.put(id, or(out.get(id), o))
-		return nil
-	})
+// objects in sub, relation from's objects so far (narrowed by sf), and ORs into out
+// each resource's outcome: the relationship's caveat AND the subject object's outcome.
+// The subjects granted in an earlier walk of the same relationships from the same
+// relation (the round before of a fixpoint, which meets them again) are not read
+// again: what they gave is ORed in from the walk's memo. A relation's objects only gain
+// or upgrade their outcomes during a lookup, and granted is the most they reach, so
+// what a granted subject's relationships give never changes.
+func (l *reverseLookup) walkBack(ctx context.Context, from *ir.Relation, resType, relation string, sf *store.SubjectFilter, sub results, out results) error {
+	k := walkKey{from, resType, relation, sf.Type, sf.Relation, sf.RelationSet}
+	m := l.walked[k]
+	if m == nil {
+		m = &walkMemo{done: map[string]bool{}, found: results{}}
+		l.walked[k] = m
+	}
+	granted, other := results{}, results{}
+	for id, o := range sub {
+		switch {
+		case o.st != has:
+			other[id] = o
+		case !m.done[id]:
+			granted[id] = o
+		}
+	}
+	into := func(dst results) func(string, outcome) error {
+		return func(id string, o outcome) error {
+			dst.put(id, or(dst.get(id), o))
+			return nil
+		}
+	}
+	found := results{}
+	if err := l.walkBackEach(ctx, resType, relation, sf, granted, false, into(found)); err != nil {
+		return err
+	}
+	if err := l.walkBackEach(ctx, resType, relation, sf, other, false, into(out)); err != nil {
+		return err
+	}
+	for id := range granted {
+		m.done[id] = true
+	}
+	mergeOr(m.found, found)
+	mergeOr(out, m.found)
+	return nil
+}
+
+// walkKey names the walks back of one kind of relationship from one relation's objects.
+type walkKey struct {
+	from              *ir.Relation
+	resType, relation string
+	subjType, subjRel string
+	subjRelationSet   bool
+}
+
+// walkMemo is what a kind of walk back has read: the subjects it read back from once
+// granted, and the outcomes their relationships gave.
+type walkMemo struct {
+	done  map[string]bool
+	found results
 }
 
 // walkBackEach passes to fn the resource of each relationship of resType#relation

@@ -31,9 +31,40 @@ const (
 // associative, so the order in which branches are evaluated, cached, batched or
 // dispatched cannot change what comes out.
 type outcome struct {
-	st      state
+	st state
+	// d holds what cond and evalErr carry, apart, so that an outcome is two words: a
+	// lookup's maps hold one per object.
+	d *outcomeDetail
+}
+
+type outcomeDetail struct {
 	missing []string
 	err     *CaveatEvalError
+}
+
+// condOn is the conditional outcome missing the parameters missing (none: the context
+// decides nothing yet).
+func condOn(missing []string) outcome {
+	if missing == nil {
+		return outcome{st: cond}
+	}
+	return outcome{st: cond, d: &outcomeDetail{missing: missing}}
+}
+
+// missing is a conditional outcome's missing parameters.
+func (o outcome) missing() []string {
+	if o.d == nil {
+		return nil
+	}
+	return o.d.missing
+}
+
+// err is a failed caveat's error.
+func (o outcome) err() *CaveatEvalError {
+	if o.d == nil {
+		return nil
+	}
+	return o.d.err
 }
 
 var (
@@ -72,7 +103,7 @@ func or(a, b outcome) outcome {
 	case a.st == evalErr || b.st == evalErr:
 		return lesserErr(a, b)
 	case a.st == cond && b.st == cond:
-		return outcome{st: cond, missing: mergeMissing(a.missing, b.missing)}
+		return condOn(mergeMissing(a.missing(), b.missing()))
 	case a.st == cond:
 		return a
 	case a.st == cyc && b.st == no:
@@ -95,7 +126,7 @@ func and(a, b outcome) outcome {
 	case a.st == evalErr || b.st == evalErr:
 		return lesserErr(a, b)
 	case a.st == cond && b.st == cond:
-		return outcome{st: cond, missing: mergeMissing(a.missing, b.missing)}
+		return condOn(mergeMissing(a.missing(), b.missing()))
 	case a.st == cond:
 		return a
 	default:
@@ -118,7 +149,7 @@ func not(a outcome) outcome {
 
 // caveatErr is the outcome of a caveat that failed to evaluate.
 func caveatErr(name string, err error) outcome {
-	return outcome{st: evalErr, err: &CaveatEvalError{Caveat: name, Err: err}}
+	return outcome{st: evalErr, d: &outcomeDetail{err: &CaveatEvalError{Caveat: name, Err: err}}}
 }
 
 // lesserErr returns the caveat error of a and b (at least one is one) that sorts first
@@ -131,7 +162,7 @@ func lesserErr(a, b outcome) outcome {
 	case b.st != evalErr:
 		return a
 	}
-	if c := cmp.Or(cmp.Compare(a.err.Caveat, b.err.Caveat), cmp.Compare(a.err.Error(), b.err.Error())); c > 0 {
+	if c := cmp.Or(cmp.Compare(a.err().Caveat, b.err().Caveat), cmp.Compare(a.err().Error(), b.err().Error())); c > 0 {
 		return b
 	}
 	return a

@@ -13,7 +13,7 @@ import (
 // of no, has or conditional (on a parameter named after the part, so that merged
 // missing parameters show), and the subjects checked include one no set mentions.
 
-var setOutcomes = []outcome{outNo, outHas, {st: cond, missing: []string{"p"}}}
+var setOutcomes = []outcome{outNo, outHas, condOn([]string{"p"})}
 
 var setUniverse = []string{"u0", "u1", "unseen"}
 
@@ -46,7 +46,7 @@ func allSets() []*subjectSet {
 
 func renamed(o outcome, param string) outcome {
 	if o.st == cond {
-		return outcome{st: cond, missing: []string{param}}
+		return condOn([]string{param})
 	}
 	return o
 }
@@ -69,7 +69,7 @@ func (s *subjectSet) String() string {
 		case has:
 			return "has"
 		case cond:
-			return fmt.Sprintf("cond%v", o.missing)
+			return fmt.Sprintf("cond%v", o.missing())
 		case depthErr:
 			return "err"
 		}

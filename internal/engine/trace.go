@@ -146,7 +146,7 @@ func traceResult(o outcome) TraceResult {
 	case depthErr:
 		return TraceResult{DepthExceeded: true}
 	case evalErr:
-		return TraceResult{CaveatErr: o.err}
+		return TraceResult{CaveatErr: o.err()}
 	}
 	res, _ := toResult(o)
 	return TraceResult{Result: res}
@@ -293,7 +293,7 @@ func (t *tracer) caveat(ev *evaluator, id string, c *rel.Caveat, o outcome) {
 	case has:
 		ct.Result = CaveatTrue
 	case cond:
-		ct.Result, ct.Missing = CaveatMissingContext, o.missing
+		ct.Result, ct.Missing = CaveatMissingContext, o.missing()
 	case evalErr:
 		ct.Result = CaveatFailed
 	}

@@ -404,8 +404,8 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		x.answers.Add(1)
 		return nil, 0, false, true
 	}
-	d := descent{st: st, rev: rev, height: map[uint32]int{}, onPath: map[uint32]bool{}}
-	longest, known = d.walk(root)
+	d := descent{st: st, rev: rev, height: map[uint32]int32{}}
+	h, known := d.walk(root)
 	if !known {
 		x.fallbacks.Add(1)
 		return nil, 0, false, false
@@ -429,36 +429,34 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 	}
 	slices.Sort(ids)
 	x.answers.Add(1)
-	return ids, longest, false, true
+	return ids, int(h), false, true
 }
 
 // descent is one walk down the set graph at a revision, under the state's read lock:
-// each set's height (the edges of the longest chain down from it) once known, and
-// the sets on the current path, which a cycle leads back to.
+// each set's height (the edges of the longest chain down from it) once known, onPath
+// while the walk is below it (a cycle leads back to such a set).
 type descent struct {
 	st     *state
 	rev    store.Revision
-	height map[uint32]int
-	onPath map[uint32]bool
+	height map[uint32]int32
 	cyclic bool
 }
 
+const onPath = -1
+
 // walk returns the height of set id, or false when its children at the revision are
 // no longer held. It stops at the first cycle, setting cyclic.
-func (d *descent) walk(id uint32) (int, bool) {
+func (d *descent) walk(id uint32) (int32, bool) {
 	if h, ok := d.height[id]; ok {
+		d.cyclic = h == onPath
 		return h, true
-	}
-	if d.onPath[id] {
-		d.cyclic = true
-		return 0, true
 	}
 	cs, ok := d.st.node(id).children.at(d.rev)
 	if !ok {
 		return 0, false
 	}
-	d.onPath[id] = true
-	h := 0
+	d.height[id] = onPath
+	h := int32(0)
 	for _, c := range cs {
 		ch, ok := d.walk(c)
 		if !ok || d.cyclic {
@@ -466,7 +464,6 @@ func (d *descent) walk(id uint32) (int, bool) {
 		}
 		h = max(h, ch+1)
 	}
-	delete(d.onPath, id)
 	d.height[id] = h
 	return h, true
 }

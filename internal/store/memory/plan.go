@@ -259,7 +259,8 @@ func compareGroup(in *interner, k groupKey, after *rel.Key) int {
 
 // reversePlan walks the reverse chains of the filter's subjects. Their records come in
 // no useful order, so it gathers every match (a lock hold at a time), sorts them, and
-// hands them over in one batch.
+// hands them over in one batch; for an unordered query, it hands over each hold's
+// matches as they are.
 type reversePlan struct {
 	keys []revKey
 	ki   int
@@ -285,12 +286,16 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 			}
 		}
 	}
+	if q.unordered {
+		// Nothing to sort: what this hold of the lock found goes out at once.
+		*out = append(*out, p.acc...)
+		p.acc = p.acc[:0]
+		return p.ki == len(p.keys)
+	}
 	if p.ki < len(p.keys) {
 		return false
 	}
-	if !q.unordered {
-		slices.SortFunc(p.acc, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
-	}
+	slices.SortFunc(p.acc, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
 	// Everything goes out in this one batch, so the cap is the query's limit, not the
 	// batch size.
 	if q.limit > 0 && len(p.acc) > q.limit {

@@ -248,7 +248,8 @@ func (q *query) resolveSubject(sf *store.SubjectFilter) {
 }
 
 // resolveIDs returns the stored ids among ids, by string and by symbol, in storage
-// from *into. When none was ever stored the query is empty.
+// from *into. When none was ever stored the query is empty. Ids already sorted and
+// distinct (a lookup's thousands of sets) keep their order, sparing a sort by string.
 func (q *query) resolveIDs(ids []string, into *[]sym) (byStr, set []sym) {
 	buf := slices.Grow((*into)[:0], 2*len(ids))[:len(ids)]
 	*into = buf
@@ -259,6 +260,7 @@ func (q *query) resolveIDs(ids []string, into *[]sym) (byStr, set []sym) {
 			n++
 		}
 	}
+	byStr = append(buf[len(ids):len(ids)], buf[:n]...)
 	set = buf[:n]
 	slices.Sort(set)
 	set = slices.Compact(set)
@@ -266,8 +268,10 @@ func (q *query) resolveIDs(ids []string, into *[]sym) (byStr, set []sym) {
 		q.empty = true
 		return nil, nil
 	}
-	byStr = append(buf[len(ids):len(ids)], set...)
-	q.s.sortByString(byStr)
+	if len(set) < n || !slices.IsSorted(ids) {
+		byStr = append(byStr[:0], set...)
+		q.s.sortByString(byStr)
+	}
 	return byStr, set
 }
 
