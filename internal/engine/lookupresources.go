@@ -892,16 +892,16 @@ func (l *reverseLookup) walkBack(ctx context.Context, from *ir.Relation, resType
 	k := walkKey{from, resType, relation, sf.Type, sf.Relation, sf.RelationSet}
 	m := l.walked[k]
 	if m == nil {
-		m = &walkMemo{done: map[string]bool{}, found: results{}}
+		m = &walkMemo{done: map[string]bool{}}
 		l.walked[k] = m
 	}
-	granted, other := results{}, results{}
+	var granted, other []string
 	for id, o := range sub {
 		switch {
 		case o.st != has:
-			other[id] = o
+			other = append(other, id)
 		case !m.done[id]:
-			granted[id] = o
+			granted = append(granted, id)
 		}
 	}
 	into := func(dst results) func(string, outcome) error {
@@ -911,16 +911,20 @@ func (l *reverseLookup) walkBack(ctx context.Context, from *ir.Relation, resType
 		}
 	}
 	found := results{}
-	if err := l.walkBackEach(ctx, resType, relation, sf, granted, false, into(found)); err != nil {
+	if err := l.walkBackFrom(ctx, resType, relation, sf, granted, sub, false, into(found)); err != nil {
 		return err
 	}
-	if err := l.walkBackEach(ctx, resType, relation, sf, other, false, into(out)); err != nil {
+	if err := l.walkBackFrom(ctx, resType, relation, sf, other, sub, false, into(out)); err != nil {
 		return err
 	}
-	for id := range granted {
+	for _, id := range granted {
 		m.done[id] = true
 	}
-	mergeOr(m.found, found)
+	if len(m.found) == 0 {
+		m.found = found
+	} else {
+		mergeOr(m.found, found)
+	}
 	mergeOr(out, m.found)
 	return nil
 }
@@ -945,12 +949,17 @@ type walkMemo struct {
 // caveat AND the subject object's outcome: in the store's key order when ordered,
 // else in whatever order the store finds them cheapest.
 func (l *reverseLookup) walkBackEach(ctx context.Context, resType, relation string, sf *store.SubjectFilter, sub results, ordered bool, fn func(id string, o outcome) error) error {
-	if len(sub) == 0 {
-		return nil
-	}
 	ids := make([]string, 0, len(sub))
 	for id := range sub {
 		ids = append(ids, id)
+	}
+	return l.walkBackFrom(ctx, resType, relation, sf, ids, sub, ordered, fn)
+}
+
+// walkBackFrom is walkBackEach from the objects ids of sub alone.
+func (l *reverseLookup) walkBackFrom(ctx context.Context, resType, relation string, sf *store.SubjectFilter, ids []string, sub results, ordered bool, fn func(id string, o outcome) error) error {
+	if len(ids) == 0 {
+		return nil
 	}
 	slices.Sort(ids)
 	f := store.Filter{ResourceType: resType, Relation: relation, Subject: &store.SubjectFilter{
