@@ -791,9 +791,10 @@ const leafBatchMin = 8
 // leafBatch is the stream of many leaves of one relation (a group's nested sets, which
 // the index lists by the thousand): one store read of all their objects, whose
 // subjects after after are sorted and each given once with its outcomes ORed, as the
-// merge of the leaves' own streams would give them. It costs one read instead of a
-// read, an open store iterator and a merge position per leaf, and holds no more than
-// those leaves would each have read ahead.
+// merge of the leaves' own streams would give them. It holds their subjects in memory,
+// where the merge holds a few read ahead per leaf, and costs one read instead of a
+// read, an open store iterator and a merge position per leaf (a top group's thousands
+// of iterators held more than its subjects do).
 func (o *subjectsRun) leafBatch(ns []*planNode, after string) idStream {
 	f := o.leafFilter(ns[0], "")
 	f.ResourceIDs = make([]string, len(ns))
