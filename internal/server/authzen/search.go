@@ -119,13 +119,41 @@ func (r *results[T]) response(err error) (any, error) {
 	return map[string]any{"results": out, "page": pg}, nil
 }
 
-func (h *Handler) decodeSearch(kind string, body []byte) (searchRequest, page, error) {
+// search is a decoded search request.
+type search struct {
+	subj rel.SubjectRef
+	res  rel.ObjectRef
+	perm string // the action's permission; "" for an action search, which names none
+	cc   map[string]any
+	p    page
+}
+
+// decodeSearch reads a search of kind ("subject", "resource" or "action"): the
+// searched entity comes without its id, the others with theirs; an action search has
+// no action.
+func (h *Handler) decodeSearch(kind string, d Data, body []byte) (search, error) {
 	var req searchRequest
 	if err := decode(body, &req); err != nil {
-		return req, page{}, err
+		return search{}, err
 	}
-	p, err := pageOf(kind, req)
-	return req, p, err
+	var q search
+	var err error
+	if q.p, err = pageOf(kind, req); err != nil {
+		return q, err
+	}
+	if q.subj, err = d.subject(req.Subject, "subject", kind != "subject"); err != nil {
+		return q, err
+	}
+	if q.res, err = d.resource(req.Resource, "resource", kind != "resource"); err != nil {
+		return q, err
+	}
+	if kind != "action" {
+		if q.perm, err = permission(req.Action, "action"); err != nil {
+			return q, err
+		}
+	}
+	q.cc, err = req.caveatContext("")
+	return q, err
 }
 
 // searchSubject lists the subjects of the subject's type that may perform the action
@@ -134,32 +162,17 @@ func (h *Handler) decodeSearch(kind string, body []byte) (searchRequest, page, e
 // (every subject of the type) is the result {type, id: "*"}, with the subjects it
 // does not cover in properties.excluded.
 func (h *Handler) searchSubject(ctx context.Context, d Data, body []byte) (any, error) {
-	req, p, err := h.decodeSearch("subject", body)
+	q, err := h.decodeSearch("subject", d, body)
 	if err != nil {
 		return nil, err
 	}
-	subj, err := d.subject(req.Subject, "subject", false)
-	if err != nil {
-		return nil, err
-	}
-	res, err := d.resource(req.Resource, "resource", true)
-	if err != nil {
-		return nil, err
-	}
-	perm, err := permission(req.Action, "action")
-	if err != nil {
-		return nil, err
-	}
-	cc, err := req.caveatContext("")
-	if err != nil {
-		return nil, err
-	}
+	subj, p := q.subj, q.p
 	if p.after == afterWildcards {
 		return (&results[entity]{p: p}).response(nil)
 	}
 	lreq := engine.LookupSubjectsRequest{
-		Resource: res, Permission: perm, SubjectType: subj.Object.Type, SubjectRelation: subj.Relation,
-		Context: cc, After: p.after,
+		Resource: q.res, Permission: q.perm, SubjectType: subj.Object.Type, SubjectRelation: subj.Relation,
+		Context: q.cc, After: p.after,
 	}
 	pg := &results[entity]{p: p}
 	if d.ListSubjects != nil {
@@ -215,34 +228,19 @@ func excluded(fs []engine.FoundSubject) []string {
 // perform the action: LookupResources in id order, paged by the last id; resources
 // whose access depends on caveat context the request did not send are left out.
 func (h *Handler) searchResource(ctx context.Context, d Data, body []byte) (any, error) {
-	req, p, err := h.decodeSearch("resource", body)
+	q, err := h.decodeSearch("resource", d, body)
 	if err != nil {
 		return nil, err
 	}
-	subj, err := d.subject(req.Subject, "subject", true)
-	if err != nil {
-		return nil, err
-	}
-	res, err := d.resource(req.Resource, "resource", false)
-	if err != nil {
-		return nil, err
-	}
-	perm, err := permission(req.Action, "action")
-	if err != nil {
-		return nil, err
-	}
-	cc, err := req.caveatContext("")
-	if err != nil {
-		return nil, err
-	}
+	res := q.res
 	lreq := engine.LookupResourcesRequest{
-		ResourceType: res.Type, Permission: perm, Subject: subj, Context: cc, Ordered: true, After: p.after,
+		ResourceType: res.Type, Permission: q.perm, Subject: q.subj, Context: q.cc, Ordered: true, After: q.p.after,
 	}
-	pg := &results[entity]{p: p}
+	pg := &results[entity]{p: q.p}
 	if d.ListResources != nil {
 		ids, err := d.ListResources(ctx, lreq)
 		pg.total = len(ids)
-		return pg.response(pageList(ids, p.after, func(id string) error {
+		return pg.response(pageList(ids, q.p.after, func(id string) error {
 			return pg.add(entity{Type: res.Type, ID: id}, id)
 		}, err))
 	}
@@ -259,22 +257,11 @@ func (h *Handler) searchResource(ctx context.Context, d Data, body []byte) (any,
 // has on the resource, in the schema's order: one bulk check of them all, paged by
 // position.
 func (h *Handler) searchAction(ctx context.Context, d Data, body []byte) (any, error) {
-	req, p, err := h.decodeSearch("action", body)
+	q, err := h.decodeSearch("action", d, body)
 	if err != nil {
 		return nil, err
 	}
-	subj, err := d.subject(req.Subject, "subject", true)
-	if err != nil {
-		return nil, err
-	}
-	res, err := d.resource(req.Resource, "resource", true)
-	if err != nil {
-		return nil, err
-	}
-	cc, err := req.caveatContext("")
-	if err != nil {
-		return nil, err
-	}
+	res, p := q.res, q.p
 	skip := 0
 	if p.after != "" {
 		if skip, err = strconv.Atoi(p.after); err != nil || skip < 0 {
@@ -288,7 +275,7 @@ func (h *Handler) searchAction(ctx context.Context, d Data, body []byte) (any, e
 	var checks []engine.CheckRequest
 	for _, r := range def.Relations {
 		if r.IsPermission() {
-			checks = append(checks, engine.CheckRequest{Resource: res, Permission: r.Name, Subject: subj, Context: cc})
+			checks = append(checks, engine.CheckRequest{Resource: res, Permission: r.Name, Subject: q.subj, Context: q.cc})
 		}
 	}
 	pg := &results[action]{p: p}
