@@ -147,6 +147,8 @@ func testOrderAndPaging(h *harness) {
 		all,
 		{ResourceType: "document"},
 		{ResourceType: "document", ResourceIDs: []string{"c", "a", "B"}},
+		{ResourceType: "document", ResourceIDs: []string{"B", "a", "c"}},       // sorted, as a lookup's sets come
+		{ResourceType: "document", ResourceIDs: []string{"B", "a", "a", "zz"}}, // sorted, one twice, one never stored
 		{ResourceType: "document", Relation: "viewer", Subject: &store.SubjectFilter{Type: "user", IDs: []string{"z", "a"}}},
 		{Subject: &store.SubjectFilter{Type: "group", IDs: []string{"g"}}},
 	}
