@@ -25,13 +25,15 @@ import (
 // The evaluator applies this where OpenFGA does, as internal/fga marks it from
 // OpenFGA's weighted graph of the model (ir.AllowedSubject.FromSubject,
 // ir.Expr.FromSubject), for an object subject, when the subject set has no condition
-// and its relation is, through computed relations, a relation of tuples that names no
-// subject sets (what OpenFGA reads in one step).
+// and its relation is, through computed relations, a relation of tuples (what
+// OpenFGA reads in one step).
 
 // viaSubject returns the relation of tuples OpenFGA reads from the subject's side
 // for p (a member of another definition), following computed relations, and false
 // when p is not such a relation (a union, say, which OpenFGA reads otherwise). The
-// relation is nil when it names no subject of the subject's type.
+// relation is nil when it names no subject of the subject's type. Its subject sets
+// are not read: FromSubject marks only those whose subject sets never reach the
+// subject's type.
 func (ev *evaluator) viaSubject(p *ir.Relation) (*ir.Relation, bool) {
 	for range len(ev.s.Relations) {
 		if !p.IsPermission() || p.Rewrite.Kind != ir.Ref {
@@ -42,17 +44,12 @@ func (ev *evaluator) viaSubject(p *ir.Relation) (*ir.Relation, bool) {
 	if p.IsPermission() {
 		return nil, false
 	}
-	admits := false
 	for _, a := range p.Allowed {
-		if a.Relation != "" {
-			return nil, false
+		if a.Relation == "" && a.Type == ev.subject.Object.Type {
+			return p, true
 		}
-		admits = admits || a.Type == ev.subject.Object.Type
 	}
-	if !admits {
-		return nil, true
-	}
-	return p, true
+	return nil, true
 }
 
 // weight2Userset returns the relation of tuples to read from the subject's side for
