@@ -30,12 +30,14 @@ var sequential = []string{
 // usersets and `x from y`, request contexts with and without the parameters, contextual
 // tuples) and requires the same answer, or the same error code, from both; a model or
 // tuple one refuses the other must refuse too. A disagreement is reported shrunk to the
-// fewest tuples that still show it; a list where OpenFGA contradicts its own Check and
-// latch agrees with that Check is logged apart.
+// fewest tuples that still show it. Two kinds are logged and counted apart, not
+// failed: a list where OpenFGA contradicts its own Check and latch agrees with that
+// Check, and a request OpenFGA answers otherwise when asked again on the same data
+// (its planner picks its check strategy at random; see Compare).
 func TestDifferentialOpenFGA(t *testing.T) {
 	ref := StartOpenFGA(t, sequential...)
 	latch := startLatch(t)
-	var requests, refused, selfDisagree int
+	var requests, refused, selfDisagree, unstable int
 	for i := range *diffCases {
 		seed := *diffSeed + uint64(i)
 		c := RandomCase(rand.New(rand.NewPCG(seed, 0)))
@@ -51,6 +53,11 @@ func TestDifferentialOpenFGA(t *testing.T) {
 				t.Logf("seed %d: OpenFGA's list differs from its own Check, latch agrees with its Check: %s", seed, d)
 				continue
 			}
+			if nondeterministic(d) {
+				unstable++
+				t.Logf("seed %d: OpenFGA answers this request otherwise when asked again: %s", seed, d)
+				continue
+			}
 			t.Errorf("seed %d: %s", seed, d)
 		}
 		requests += len(c.Checks) + len(c.Lists) + len(c.Users)
@@ -58,8 +65,8 @@ func TestDifferentialOpenFGA(t *testing.T) {
 			refused++
 		}
 	}
-	t.Logf("%d cases from seed %d (%d models refused by both), %d requests compared, %d where OpenFGA's lists and its Check disagree",
-		*diffCases, *diffSeed, refused, requests, selfDisagree)
+	t.Logf("%d cases from seed %d (%d models refused by both), %d requests compared, %d where OpenFGA's lists and its Check disagree, %d OpenFGA answers otherwise when asked again",
+		*diffCases, *diffSeed, refused, requests, selfDisagree, unstable)
 }
 
 // refusedByBoth reports whether the reference refused c's model or tuples (a case that
