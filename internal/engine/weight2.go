@@ -25,47 +25,66 @@ import (
 // The evaluator applies this where OpenFGA does, as internal/fga marks it from
 // OpenFGA's weighted graph of the model (ir.AllowedSubject.FromSubject,
 // ir.Expr.FromSubject), for an object subject, when the subject set has no condition
-// and its relation is, through computed relations, a relation of tuples (what
-// OpenFGA reads in one step).
+// and its relation is, through computed relations, a relation of tuples or a union
+// of such (what OpenFGA reads in one step). Of a union, each operand is a read of its
+// own, and one that fails with none of its tuples holding fails the whole, whatever
+// the others hold (OpenFGA's merge of the reads stops at the failure).
 
-// viaSubject returns the relation of tuples OpenFGA reads from the subject's side
-// for p (a member of another definition), following computed relations, and false
-// when p is not such a relation (a union, say, which OpenFGA reads otherwise). The
-// relation is nil when it names no subject of the subject's type. Its subject sets
-// are not read: FromSubject marks only those whose subject sets never reach the
-// subject's type.
-func (ev *evaluator) viaSubject(p *ir.Relation) (*ir.Relation, bool) {
-	for range len(ev.s.Relations) {
-		if !p.IsPermission() || p.Rewrite.Kind != ir.Ref {
-			break
-		}
-		p = p.Rewrite.Rel
+// subjectReads returns the relations of tuples OpenFGA reads from the subject's side
+// for p (a member of another definition): p's own if it is one, through computed
+// relations and unions, and false when p is anything else (which OpenFGA reads
+// otherwise). A relation that names no subject of the subject's type is not read.
+// Subject sets are not read: FromSubject marks only those whose subject sets never
+// reach the subject's type.
+func (ev *evaluator) subjectReads(p *ir.Relation) ([]*ir.Relation, bool) {
+	var out []*ir.Relation
+	ok := ev.appendReads(p, &out, len(ev.s.Relations))
+	return out, ok
+}
+
+func (ev *evaluator) appendReads(p *ir.Relation, out *[]*ir.Relation, budget int) bool {
+	if budget == 0 {
+		return false
 	}
-	if p.IsPermission() {
+	if !p.IsPermission() {
+		for _, a := range p.Allowed {
+			if a.Relation == "" && a.Type == ev.subject.Object.Type {
+				if !slices.Contains(*out, p) {
+					*out = append(*out, p)
+				}
+				break
+			}
+		}
+		return true
+	}
+	x := p.Rewrite
+	operands := []*ir.Expr{x}
+	if x.Kind == ir.Union {
+		operands = x.Children
+	}
+	for _, c := range operands {
+		if c.Kind != ir.Ref || !ev.appendReads(c.Rel, out, budget-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// weight2Userset returns the relations of tuples to read from the subject's side for
+// the subject sets of allowed entry a of the relation being evaluated, or false when
+// OpenFGA follows them by their own tuples.
+func (ev *evaluator) weight2Userset(a ir.AllowedSubject) ([]*ir.Relation, bool) {
+	if !ev.fga || ev.subject.Relation != "" || a.Caveat != "" || !slices.Contains(a.FromSubject, ev.subject.Object.Type) {
 		return nil, false
 	}
-	for _, a := range p.Allowed {
-		if a.Relation == "" && a.Type == ev.subject.Object.Type {
-			return p, true
-		}
-	}
-	return nil, true
+	return ev.subjectReads(a.Rel)
 }
 
-// weight2Userset returns the relation of tuples to read from the subject's side for
-// the subject sets of allowed entry a of the relation being evaluated, or nil when
-// OpenFGA follows them by their own tuples.
-func (ev *evaluator) weight2Userset(a ir.AllowedSubject) *ir.Relation {
-	if !ev.fga || ev.subject.Relation != "" || a.Caveat != "" || !slices.Contains(a.FromSubject, ev.subject.Object.Type) {
-		return nil
-	}
-	s, _ := ev.viaSubject(a.Rel)
-	return s
-}
-
-// weight2Arrow returns, by parent type, the relations of tuples to read from the
+// weight2Arrow returns, by parent type, the relation of tuples to read from the
 // subject's side for arrow x (a parent type whose target names no subject of the
-// subject's type has none), or nil when OpenFGA follows the arrow's tuples.
+// subject's type has none), or nil when OpenFGA follows the arrow's tuples (also when
+// a target is a union: OpenFGA's answer then depends on which parent's read comes
+// first).
 func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*ir.Relation {
 	if !ev.fga || ev.subject.Relation != "" || x.ArrowKind != ir.ArrowAny || !slices.Contains(x.FromSubject, ev.subject.Object.Type) {
 		return nil
@@ -79,12 +98,12 @@ func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*ir.Relation {
 		if target == nil {
 			continue
 		}
-		s, ok := ev.viaSubject(target)
-		if !ok {
+		reads, ok := ev.subjectReads(target)
+		if !ok || len(reads) > 1 {
 			return nil
 		}
-		if s != nil {
-			out[a.Type] = s
+		if len(reads) == 1 {
+			out[a.Type] = reads[0]
 		}
 	}
 	return out
@@ -108,6 +127,29 @@ func (s *subjectSide) verdict(id string) outcome {
 		return outNo
 	}
 	return s.failed
+}
+
+// union merges the reads of a union's operands: the objects any holds, and the
+// failure of an operand none of whose tuples held, which fails the whole (no failure
+// stands beside objects that hold).
+func (ev *evaluator) union(ctx context.Context, reads []*ir.Relation) (*subjectSide, error) {
+	if len(reads) == 1 {
+		return ev.fromSubject(ctx, reads[0])
+	}
+	out := &subjectSide{holds: map[string]bool{}, failed: outNo}
+	for _, s := range reads {
+		side, err := ev.fromSubject(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if len(side.holds) == 0 && side.failed.st != no {
+			return side, nil
+		}
+		for id := range side.holds {
+			out.holds[id] = true
+		}
+	}
+	return out, nil
 }
 
 // fromSubject reads stored relation s from the subject's side, as OpenFGA does:
@@ -173,4 +215,101 @@ func (ev *evaluator) arrowFromSubject(ctx context.Context, all []edge, reads map
 		out.put(e.resource, or(out.get(e.resource), o))
 	}
 	return out, nil
+}
+
+// recursiveSet reports whether OpenFGA resolves a, a relation's subject set of itself
+// (`[user, group#member]` on group#member), by its recursive strategy (internal/fga
+// marked it for the subject's type), and what it then reads from the subject's side.
+func (ev *evaluator) recursiveSet(a ir.AllowedSubject) ([]*ir.Relation, bool) {
+	if !ev.fga || ev.subject.Relation != "" || a.Caveat != "" || !slices.Contains(a.FromSubject, ev.subject.Object.Type) {
+		return nil, false
+	}
+	return ev.subjectReads(a.Rel)
+}
+
+// reachesStored reports whether permission p reads stored relation r through
+// computed relations and unions (p's relation is r's).
+func (ev *evaluator) reachesStored(p, r *ir.Relation) bool {
+	x := p.Rewrite
+	operands := []*ir.Expr{x}
+	if x != nil && x.Kind == ir.Union {
+		operands = x.Children
+	}
+	for _, c := range operands {
+		if c != nil && c.Kind == ir.Ref && c.Rel == r {
+			return true
+		}
+	}
+	return false
+}
+
+// followRecursive answers a subject set of r itself as OpenFGA's recursive strategy
+// does: it reads r's relation from the subject's side (reads: the objects whose own
+// tuples hold the subject) and, when some hold and none failed, walks r's subject sets breadth first from each
+// resource's, granting at the first object that holds, a level a step of depth; when
+// none holds, the read's verdict stands (the failure of a condition, or no).
+func (ev *evaluator) followRecursive(ctx context.Context, r *ir.Relation, a ir.AllowedSubject, reads []*ir.Relation, edges []edge, depth int, out results) error {
+	side, err := ev.union(ctx, reads)
+	if err != nil {
+		return err
+	}
+	sets := map[string][]string{} // the objects each object's subject sets of r name
+	starts := map[string][]string{}
+	for _, e := range edges {
+		starts[e.resource] = append(starts[e.resource], e.target)
+	}
+	for resource, level := range starts {
+		o := side.failed
+		if len(side.holds) > 0 {
+			if o, err = ev.walkSets(ctx, r, a, level, side, sets, depth); err != nil {
+				return err
+			}
+		}
+		out.put(resource, or(out.get(resource), o))
+	}
+	return nil
+}
+
+// walkSets walks r's subject sets of type a breadth first from level, reading each
+// object's once (sets keeps them for the request's other resources): has at the
+// first object side holds, no when the walk ends, a depth error past depth levels.
+func (ev *evaluator) walkSets(ctx context.Context, r *ir.Relation, a ir.AllowedSubject, level []string, side *subjectSide, sets map[string][]string, depth int) (outcome, error) {
+	visited := map[string]bool{}
+	for steps := 1; len(level) > 0; steps++ {
+		if steps > depth {
+			return outErr, nil
+		}
+		var unread []string
+		for _, x := range level {
+			if side.holds[x] {
+				return outHas, nil
+			}
+			if _, ok := sets[x]; !ok {
+				unread = append(unread, x)
+				sets[x] = nil
+			}
+		}
+		if len(unread) > 0 {
+			f := store.Filter{
+				ResourceType: r.Def.Name, ResourceIDs: unread, Relation: r.Name,
+				Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true},
+			}
+			es, err := ev.edges(ctx, f)
+			if err != nil {
+				return outcome{}, err
+			}
+			for _, e := range es {
+				sets[e.resource] = append(sets[e.resource], e.target)
+			}
+		}
+		var next []string
+		for _, x := range level {
+			if !visited[x] {
+				visited[x] = true
+				next = append(next, sets[x]...)
+			}
+		}
+		level = next
+	}
+	return outNo, nil
 }

@@ -398,3 +398,63 @@ func TestSubjectSideReadsDecideMissingParameters(t *testing.T) {
 		}
 	}
 }
+
+// OpenFGA reads a union of relations of tuples from the user's side one operand at a
+// time and fails when one operand's tuples fail with none holding, even where
+// another operand grants; and resolves a relation's subject set of itself (t1#r0 on
+// t1#r0) by walking its subject sets from the object to the objects whose own
+// tuples hold the user, failing when none holds and a condition failed. Each answer
+// is OpenFGA v1.22.1's.
+func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
+	const flag = "condition flag(on: bool) {\n  on\n}\n"
+	union := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t1#r2]\n"+
+		"type t1\n  relations\n    define r0: [user with flag]\n    define r1: [user]\n    define r2: r0 or r1\n"+flag)
+	recursive := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user with flag, t1#r0]\n"+flag)
+	cond := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "flag", Context: mustStruct(t, ctx)}
+	}
+	failing := &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:1", Condition: cond(nil)}
+	unionTuples := []*openfgav1.TupleKey{
+		failing,
+		{Object: "t1:1", Relation: "r1", User: "user:1"},
+		{Object: "t0:1", Relation: "r1", User: "t1:1#r2"},
+	}
+	chain := []*openfgav1.TupleKey{failing, {Object: "t1:1", Relation: "r0", User: "t1:2#r0"}}
+	holding := append(slices.Clone(chain),
+		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:1", Condition: cond(map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "t1:3#r0"},
+		&openfgav1.TupleKey{Object: "t1:5", Relation: "r0", User: "t1:4#r0"},
+	)
+	for _, c := range []struct {
+		name     string
+		m        *Model
+		tuples   []*openfgav1.TupleKey
+		object   string
+		relation string
+		ctx      map[string]any
+		want     string
+	}{
+		{"union: an operand fails, another grants", union, unionTuples, "t0:1", "r1", nil, "error"},
+		{"union: with the parameter", union, unionTuples, "t0:1", "r1", map[string]any{"on": true}, "true"},
+		{"recursive: none holds, one fails", recursive, chain, "t1:1", "r0", nil, "error"},
+		{"recursive: no subject set to walk", recursive, chain, "t1:2", "r0", nil, "false"},
+		{"recursive: the walk reaches one that holds", recursive, holding, "t1:1", "r0", nil, "true"},
+		{"recursive: the walk reaches none", recursive, holding, "t1:5", "r0", nil, "false"},
+	} {
+		r := storeWith(t, c.m, c.tuples...)
+		req, err := c.m.CheckRequest(c.object, c.relation, "user:1", mustStruct(t, c.ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
+		got := "error"
+		if err == nil {
+			if allowed, aerr := Allowed(res); aerr == nil {
+				got = fmt.Sprint(allowed)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: Check %s#%s@user:1 = %s (%v); want %s", c.name, c.object, c.relation, got, err, c.want)
+		}
+	}
+}

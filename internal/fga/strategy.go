@@ -111,3 +111,62 @@ func (s strategies) arrowWithin2(node *graph.WeightedAuthorizationModelNode, tup
 	}
 	return found
 }
+
+// recursive returns the subject types for which OpenFGA resolves typ#relation's
+// subject set of itself (`define member: [user, group#member]`) by its recursive
+// strategy: the relation is recursive through that subject set alone, on no tuple
+// cycle, and everything else in it reaches the type in one step.
+func (s strategies) recursive(typ, relation string) []string {
+	if s.wg == nil {
+		return nil
+	}
+	node, ok := s.wg.GetNodeByID(typ + "#" + relation)
+	if !ok || node.GetRecursiveRelation() != node.GetUniqueLabel() || node.IsPartOfTupleCycle() {
+		return nil
+	}
+	var out []string
+	for _, t := range s.types {
+		if w, ok := node.GetWeight(t); ok && w == graph.Infinite && s.recursiveFor(node, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// recursiveFor walks node's edges for type t as OpenFGA does: the subject set of
+// node itself must be there, and every other edge weighing t must weigh 1.
+func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t string) bool {
+	edges, ok := s.wg.GetEdgesFromNode(node)
+	if !ok {
+		return false
+	}
+	found := false
+	for len(edges) > 0 {
+		var inner []*graph.WeightedAuthorizationModelEdge
+		for _, e := range edges {
+			w, ok := e.GetWeight(t)
+			if !ok {
+				continue
+			}
+			if e.GetRecursiveRelation() == node.GetUniqueLabel() {
+				if e.GetEdgeType() == graph.DirectEdge && e.GetTo() == node && !found {
+					found = true
+					continue
+				}
+				if e.GetEdgeType() == graph.RewriteEdge || e.GetEdgeType() == graph.DirectLogicalEdge {
+					more, ok := s.wg.GetEdgesFromNode(e.GetTo())
+					if !ok {
+						return false
+					}
+					inner = append(inner, more...)
+					continue
+				}
+			}
+			if w > 1 {
+				return false
+			}
+		}
+		edges = inner
+	}
+	return found
+}

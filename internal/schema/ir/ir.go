@@ -214,7 +214,8 @@ type AllowedSubject struct {
 	// a wildcard.
 	Rel *Relation
 	// FromSubject lists the subject types for which OpenFGA resolves this subject set
-	// from the subject's side (its weight-two strategy); set for OpenFGA models only.
+	// from the subject's side (its weight-two strategy, or its recursive one for a
+	// relation's subject set of itself); set for OpenFGA models only.
 	FromSubject []string
 }
 
