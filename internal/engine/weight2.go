@@ -32,8 +32,8 @@ import (
 
 // subjectReads returns the relations of tuples OpenFGA reads from the subject's side
 // for p (a member of another definition): p's own if it is one, through computed
-// relations and unions, and false when p is anything else (which OpenFGA reads
-// otherwise). A relation that names no subject of the subject's type is not read.
+// relations and unions (whose arrows it skips), and false when p is anything else
+// (which OpenFGA reads otherwise). A relation that names no subject of the subject's type is not read.
 // Subject sets are not read: FromSubject marks only those whose subject sets never
 // reach the subject's type.
 func (ev *evaluator) subjectReads(p *ir.Relation) ([]*ir.Relation, bool) {
@@ -63,7 +63,11 @@ func (ev *evaluator) appendReads(p *ir.Relation, out *[]*ir.Relation, budget int
 		operands = x.Children
 	}
 	for _, c := range operands {
-		if c.Kind != ir.Ref || !ev.appendReads(c.Rel, out, budget-1) {
+		switch {
+		case c.Kind == ir.Arrow:
+			// OpenFGA reads nothing for it: it is not one step from the subject
+			// (FromSubject says so), as weighed from the subject's type.
+		case c.Kind != ir.Ref || !ev.appendReads(c.Rel, out, budget-1):
 			return false
 		}
 	}

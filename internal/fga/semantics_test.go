@@ -410,6 +410,10 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 	union := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t1#r2]\n"+
 		"type t1\n  relations\n    define r0: [user with flag]\n    define r1: [user]\n    define r2: r0 or r1\n"+flag)
 	recursive := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user with flag, t1#r0]\n"+flag)
+	// t1#r0's arrow reaches no user: OpenFGA reads nothing for it.
+	withArrow := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t0]\n"+
+		"type t1\n  relations\n    define r0: [user:* with flag, t0] or r1 from r1\n    define r1: [t0]\n"+
+		"type t2\n  relations\n    define r0: [user, t1#r0]\n"+flag)
 	cond := func(ctx map[string]any) *openfgav1.RelationshipCondition {
 		return &openfgav1.RelationshipCondition{Name: "flag", Context: mustStruct(t, ctx)}
 	}
@@ -420,6 +424,10 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 		{Object: "t0:1", Relation: "r1", User: "t1:1#r2"},
 	}
 	chain := []*openfgav1.TupleKey{failing, {Object: "t1:1", Relation: "r0", User: "t1:2#r0"}}
+	arrowTuples := []*openfgav1.TupleKey{
+		{Object: "t1:0", Relation: "r0", User: "user:*", Condition: cond(nil)},
+		{Object: "t2:0", Relation: "r0", User: "t1:1#r0"},
+	}
 	holding := append(slices.Clone(chain),
 		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:1", Condition: cond(map[string]any{"on": true})},
 		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "t1:3#r0"},
@@ -436,6 +444,8 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 	}{
 		{"union: an operand fails, another grants", union, unionTuples, "t0:1", "r1", nil, "error"},
 		{"union: with the parameter", union, unionTuples, "t0:1", "r1", map[string]any{"on": true}, "true"},
+		{"union with an arrow: the only read fails", withArrow, arrowTuples, "t2:0", "r0", nil, "error"},
+		{"union with an arrow: with the parameter", withArrow, arrowTuples, "t2:0", "r0", map[string]any{"on": true}, "false"},
 		{"recursive: none holds, one fails", recursive, chain, "t1:1", "r0", nil, "error"},
 		{"recursive: no subject set to walk", recursive, chain, "t1:2", "r0", nil, "false"},
 		{"recursive: the walk reaches one that holds", recursive, holding, "t1:1", "r0", nil, "true"},
