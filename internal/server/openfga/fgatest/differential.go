@@ -140,7 +140,9 @@ type Disagreement struct {
 	// "openfga-inconsistent" for a list-objects or list-users answer the other server
 	// gives as OpenFGA's own Check implies it, where OpenFGA's list says otherwise;
 	// "openfga-nondeterministic" for a request the reference, asked again on the same
-	// data, answers otherwise than it first did (see Compare).
+	// data, answers otherwise than it first did; "openfga-write-order" for one it
+	// answers otherwise, steadily, when the same tuples are written in the reverse
+	// order (see Compare).
 	Kind       string
 	Query      Query
 	Want, Got  Answer // the reference's answer, the other's
@@ -169,7 +171,13 @@ func (d Disagreement) String() string {
 // and not shrunk: OpenFGA v1.22.1's planner picks among its check strategies at
 // random (Thompson sampling; about one pick in a hundred goes to its default strategy
 // over the weight-two one it prefers), and where the strategies read different tuples
-// a condition lacking a parameter fails one and not the other.
+// a condition lacking a parameter fails one and not the other. One the reference
+// answers otherwise, the same way twice, with the case's tuples written in the
+// reverse order is of kind "openfga-write-order", not shrunk either: reading a
+// relation from the user's side, OpenFGA evaluates one tuple per object, the first
+// its store yields (its memory store: the first written), so of `doc:1#viewer@user:1
+// with a false condition` and `doc:1#viewer@user:* with a true one` only the first
+// written counts; latch, whose order is the tuples' own, evaluates both.
 func Compare(ctx context.Context, ref, other openfgav1.OpenFGAServiceClient, c Case) ([]Disagreement, error) {
 	out, err := compareOnce(ctx, ref, other, c)
 	if err != nil {
@@ -188,12 +196,12 @@ func Compare(ctx context.Context, ref, other openfgav1.OpenFGAServiceClient, c C
 		default:
 			continue
 		}
-		changed, err := answersOtherwise(ctx, ref, one, d.Want)
+		kind, err := unstableKind(ctx, ref, one, d.Want)
 		if err != nil {
 			return nil, err
 		}
-		if changed {
-			out[i].Kind = "openfga-nondeterministic"
+		if kind != "" {
+			out[i].Kind = kind
 			continue
 		}
 		shrunk, err := shrink(ctx, ref, other, one)
@@ -255,28 +263,47 @@ func compareOnce(ctx context.Context, ref, other openfgav1.OpenFGAServiceClient,
 	return out, ctx.Err()
 }
 
-// answersOtherwise asks client the one request of c again, twice, each time on a
-// fresh store, and reports whether an answer differs from first.
-func answersOtherwise(ctx context.Context, client openfgav1.OpenFGAServiceClient, c Case, first Answer) (bool, error) {
+// unstableKind asks the reference the one request of c again: twice on fresh stores
+// ("openfga-nondeterministic" if an answer differs from first), then twice with c's
+// tuples written in the reverse order ("openfga-write-order" if both answers differ
+// from first and agree); "" when every answer is first.
+func unstableKind(ctx context.Context, ref openfgav1.OpenFGAServiceClient, c Case, first Answer) (string, error) {
 	for range 2 {
-		l, load, err := Load(ctx, client, c)
-		if err != nil || load.Code != 0 {
-			return false, err
-		}
-		var a Answer
-		switch {
-		case len(c.Checks) > 0:
-			a = l.Check(ctx, c.Checks[0])
-		case len(c.Lists) > 0:
-			a = l.ListObjects(ctx, c.Lists[0])
-		default:
-			a = l.ListUsers(ctx, c.Users[0])
+		a, err := askFresh(ctx, ref, c)
+		if err != nil {
+			return "", err
 		}
 		if !sameAnswer(a, first) {
-			return true, nil
+			return "openfga-nondeterministic", nil
 		}
 	}
-	return false, ctx.Err()
+	reversed := c
+	reversed.Tuples = slices.Clone(c.Tuples)
+	slices.Reverse(reversed.Tuples)
+	a1, err := askFresh(ctx, ref, reversed)
+	if err != nil || sameAnswer(a1, first) {
+		return "", err
+	}
+	a2, err := askFresh(ctx, ref, reversed)
+	if err != nil || !sameAnswer(a1, a2) {
+		return "", err
+	}
+	return "openfga-write-order", nil
+}
+
+// askFresh loads c on a fresh store of client and asks its one request.
+func askFresh(ctx context.Context, client openfgav1.OpenFGAServiceClient, c Case) (Answer, error) {
+	l, load, err := Load(ctx, client, c)
+	if err != nil || load.Code != 0 {
+		return load, err
+	}
+	switch {
+	case len(c.Checks) > 0:
+		return l.Check(ctx, c.Checks[0]), nil
+	case len(c.Lists) > 0:
+		return l.ListObjects(ctx, c.Lists[0]), nil
+	}
+	return l.ListUsers(ctx, c.Users[0]), nil
 }
 
 // impliedByCheck is the ListObjects answer this server's Check gives for q: the
@@ -336,7 +363,11 @@ func symmetricDifference(a, b []string) []string {
 
 func inconsistent(d Disagreement) bool { return d.Kind == "openfga-inconsistent" }
 
-func nondeterministic(d Disagreement) bool { return d.Kind == "openfga-nondeterministic" }
+// unstable reports whether d is a request whose answer OpenFGA itself does not hold
+// to (see Compare).
+func unstable(d Disagreement) bool {
+	return d.Kind == "openfga-nondeterministic" || d.Kind == "openfga-write-order"
+}
 
 func sameAnswer(a, b Answer) bool {
 	return a.Code == b.Code && a.Allowed == b.Allowed && slices.Equal(a.Objects, b.Objects)
