@@ -67,7 +67,7 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 // ORing what they grant into out, or, where OpenFGA reads them from the subject's
 // side (weight2.go), ORs in that read's verdict on each.
 func (ev *evaluator) followSets(ctx context.Context, r *ir.Relation, a ir.AllowedSubject, edges []edge, depth int, out results) error {
-	if ev.fga && a.Def == r.Def && ev.reachesStored(a.Rel, r) { // r's subject set of itself
+	if ev.fga && a.Def == r.Def && readsStored(a.Rel, r) { // r's subject set of itself
 		if reads, ok := ev.recursiveSet(a); ok {
 			return ev.followRecursive(ctx, r, a, reads, edges, depth, out)
 		}

@@ -19,8 +19,14 @@ import (
 // not the failing tuple's object was one the check needed: with an object of the
 // checked object's subject sets granting, the check is allowed; else, with another
 // tuple of T#s holding the subject, it is denied; else the failing condition is the
-// error. A relation on a cycle of the model resolves its subject sets otherwise
-// (OpenFGA's default strategy: only the subject sets' own tuples count).
+// error. A relation's subject set of itself (`[user, group#member]` on
+// group#member) is read the same way and then walked breadth first from the object
+// (its recursive strategy); other subject sets on a cycle of the model are resolved
+// by OpenFGA's default strategy, where only the subject sets' own tuples count.
+//
+// Not modelled: OpenFGA evaluates one tuple per object of such a read, the first its
+// store yields (a contextual tuple before a stored one, and for its memory store the
+// first written), where the engine evaluates every tuple of the read.
 //
 // The evaluator applies this where OpenFGA does, as internal/fga marks it from
 // OpenFGA's weighted graph of the model (ir.AllowedSubject.FromSubject,
@@ -33,9 +39,9 @@ import (
 // subjectReads returns the relations of tuples OpenFGA reads from the subject's side
 // for p (a member of another definition): p's own if it is one, through computed
 // relations and unions (whose arrows it skips), and false when p is anything else
-// (which OpenFGA reads otherwise). A relation that names no subject of the subject's type is not read.
-// Subject sets are not read: FromSubject marks only those whose subject sets never
-// reach the subject's type.
+// (which OpenFGA reads otherwise). A relation that names no subject of the subject's
+// type is not read, nor are subject sets: FromSubject marks only those whose subject
+// sets never reach the subject's type.
 func (ev *evaluator) subjectReads(p *ir.Relation) ([]*ir.Relation, bool) {
 	var out []*ir.Relation
 	ok := ev.appendReads(p, &out, len(ev.s.Relations))
@@ -231,9 +237,9 @@ func (ev *evaluator) recursiveSet(a ir.AllowedSubject) ([]*ir.Relation, bool) {
 	return ev.subjectReads(a.Rel)
 }
 
-// reachesStored reports whether permission p reads stored relation r through
-// computed relations and unions (p's relation is r's).
-func (ev *evaluator) reachesStored(p, r *ir.Relation) bool {
+// readsStored reports whether permission p reads stored relation r directly or in a
+// union (p's relation is r's).
+func readsStored(p, r *ir.Relation) bool {
 	x := p.Rewrite
 	operands := []*ir.Expr{x}
 	if x != nil && x.Kind == ir.Union {
