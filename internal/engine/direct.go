@@ -30,6 +30,18 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 	if err := ev.directMatches(ctx, r, ids, out); err != nil {
 		return nil, err
 	}
+	if sets, reads, ok := ev.recursive(r); ok {
+		var pending []string
+		for _, id := range ids {
+			if out.get(id).st != has {
+				pending = append(pending, id)
+			}
+		}
+		if err := ev.followRecursive(ctx, r, sets, reads, pending, depth, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	var pending []string
 	for i, a := range r.Allowed {
 		if a.Relation == "" || a.Wildcard || slices.ContainsFunc(r.Allowed[:i], func(b ir.AllowedSubject) bool {
@@ -56,23 +68,17 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 		if err != nil {
 			return nil, err
 		}
-		if err := ev.followSets(ctx, r, a, edges, depth, out); err != nil {
+		if err := ev.followSets(ctx, a, edges, depth, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// followSets follows the subject sets of allowed entry a of r that edges point to,
-// ORing what they grant into out, or, where OpenFGA reads them from the subject's
-// side (weight2.go), ORs in that read's verdict on each.
-func (ev *evaluator) followSets(ctx context.Context, r *ir.Relation, a ir.AllowedSubject, edges []edge, depth int, out results) error {
-	if ev.fga && a.Def == r.Def && readsStored(a.Rel, r) { // r's subject set of itself
-		if reads, ok := ev.recursiveSet(a); ok {
-			return ev.followRecursive(ctx, r, a, reads, edges, depth, out)
-		}
-		return ev.follow(ctx, a.Rel, edges, depth, out, or)
-	}
+// followSets follows the subject sets of allowed entry a that edges point to, ORing
+// what they grant into out, or, where OpenFGA reads them from the subject's side
+// (weight2.go), ORs in that read's verdict on each.
+func (ev *evaluator) followSets(ctx context.Context, a ir.AllowedSubject, edges []edge, depth int, out results) error {
 	reads, ok := ev.weight2Userset(a)
 	if !ok {
 		return ev.follow(ctx, a.Rel, edges, depth, out, or)

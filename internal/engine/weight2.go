@@ -253,70 +253,121 @@ func readsStored(p, r *ir.Relation) bool {
 	return false
 }
 
-// followRecursive answers a subject set of r itself as OpenFGA's recursive strategy
-// does: it reads r's relation from the subject's side (reads: the objects whose own
-// tuples hold the subject) and, when some hold and none failed, walks r's subject sets breadth first from each
-// resource's, granting at the first object that holds, a level a step of depth; when
-// none holds, the read's verdict stands (the failure of a condition, or no).
-func (ev *evaluator) followRecursive(ctx context.Context, r *ir.Relation, a ir.AllowedSubject, reads []*ir.Relation, edges []edge, depth int, out results) error {
+// object is an object of any type, as OpenFGA's recursive walk names them.
+type object struct{ typ, id string }
+
+// recursive returns, when OpenFGA resolves the subject sets of stored relation r by
+// its recursive strategy, r's subject set entries (all of them: OpenFGA walks them
+// together) and what it reads from the subject's side.
+func (ev *evaluator) recursive(r *ir.Relation) ([]ir.AllowedSubject, []*ir.Relation, bool) {
+	if !ev.fga {
+		return nil, nil, false
+	}
+	var sets []ir.AllowedSubject
+	var reads []*ir.Relation
+	ok := false
+	for _, a := range r.Allowed {
+		if a.Relation == "" {
+			continue
+		}
+		if a.Caveat != "" {
+			return nil, nil, false
+		}
+		sets = append(sets, a)
+		if a.Def == r.Def && readsStored(a.Rel, r) {
+			reads, ok = ev.recursiveSet(a)
+		}
+	}
+	return sets, reads, ok
+}
+
+// followRecursive answers the subject sets of stored relation r over ids as OpenFGA's
+// recursive strategy does: it reads r's relation from the subject's side (reads: the
+// objects whose own tuples hold the subject) and, when some hold and none failed,
+// walks breadth first from each resource's subject sets (sets) to the first object
+// that holds, a level a step of depth; when none holds, the read's verdict stands
+// (the failure of a condition, or no).
+func (ev *evaluator) followRecursive(ctx context.Context, r *ir.Relation, sets []ir.AllowedSubject, reads []*ir.Relation, ids []string, depth int, out results) error {
 	side, err := ev.union(ctx, reads)
 	if err != nil {
 		return err
 	}
-	sets := map[string][]string{} // the objects each object's subject sets of r name
-	starts := map[string][]string{}
-	for _, e := range edges {
-		starts[e.resource] = append(starts[e.resource], e.target)
+	named := map[object][]object{} // the objects each object's subject sets name
+	starts, err := ev.subjectSetsOf(ctx, r.Def.Name, ids, r.Name, sets, named)
+	if err != nil {
+		return err
 	}
-	for resource, level := range starts {
+	for _, id := range ids {
+		level := starts[object{r.Def.Name, id}]
+		if len(level) == 0 {
+			continue
+		}
 		o := side.failed
 		if len(side.holds) > 0 {
-			if o, err = ev.walkSets(ctx, r, a, level, side, sets, depth); err != nil {
+			if o, err = ev.walkSets(ctx, r, sets, level, side, named, depth); err != nil {
 				return err
 			}
 		}
-		out.put(resource, or(out.get(resource), o))
+		out.put(id, or(out.get(id), o))
 	}
 	return nil
 }
 
-// walkSets walks r's subject sets of type a breadth first from level, reading each
-// object's once (sets keeps them for the request's other resources): has at the
-// first object side holds, no when the walk ends, a depth error past depth levels.
-func (ev *evaluator) walkSets(ctx context.Context, r *ir.Relation, a ir.AllowedSubject, level []string, side *subjectSide, sets map[string][]string, depth int) (outcome, error) {
-	visited := map[string]bool{}
+// subjectSetsOf reads the subject sets (of the types sets admits) that the tuples of
+// relation on typ's objects ids name, into named, which it returns.
+func (ev *evaluator) subjectSetsOf(ctx context.Context, typ string, ids []string, relation string, sets []ir.AllowedSubject, named map[object][]object) (map[object][]object, error) {
+	for _, id := range ids {
+		named[object{typ, id}] = named[object{typ, id}][:0:0]
+	}
+	if d := ev.s.Definition(typ); d == nil || d.Relation(relation) == nil || d.Relation(relation).IsPermission() {
+		return named, nil
+	}
+	for _, a := range sets {
+		f := store.Filter{
+			ResourceType: typ, ResourceIDs: ids, Relation: relation,
+			Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true},
+		}
+		es, err := ev.edges(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			k := object{typ, e.resource}
+			named[k] = append(named[k], object{e.typ, e.target})
+		}
+	}
+	return named, nil
+}
+
+// walkSets walks breadth first from level, each object's subject sets read once as
+// the tuples of r's relation on it (whatever its type, as OpenFGA reads them; named
+// keeps them for the request's other resources): has at the first object of r's
+// type side holds, no when the walk ends, a depth error past depth levels.
+func (ev *evaluator) walkSets(ctx context.Context, r *ir.Relation, sets []ir.AllowedSubject, level []object, side *subjectSide, named map[object][]object, depth int) (outcome, error) {
+	visited := map[object]bool{}
 	for steps := 1; len(level) > 0; steps++ {
 		if steps > depth {
 			return outErr, nil
 		}
-		var unread []string
+		unread := map[string][]string{}
 		for _, x := range level {
-			if side.holds[x] {
+			if x.typ == r.Def.Name && side.holds[x.id] {
 				return outHas, nil
 			}
-			if _, ok := sets[x]; !ok {
-				unread = append(unread, x)
-				sets[x] = nil
+			if _, ok := named[x]; !ok && !slices.Contains(unread[x.typ], x.id) {
+				unread[x.typ] = append(unread[x.typ], x.id)
 			}
 		}
-		if len(unread) > 0 {
-			f := store.Filter{
-				ResourceType: r.Def.Name, ResourceIDs: unread, Relation: r.Name,
-				Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true},
-			}
-			es, err := ev.edges(ctx, f)
-			if err != nil {
+		for typ, ids := range unread {
+			if _, err := ev.subjectSetsOf(ctx, typ, ids, r.Name, sets, named); err != nil {
 				return outcome{}, err
 			}
-			for _, e := range es {
-				sets[e.resource] = append(sets[e.resource], e.target)
-			}
 		}
-		var next []string
+		var next []object
 		for _, x := range level {
 			if !visited[x] {
 				visited[x] = true
-				next = append(next, sets[x]...)
+				next = append(next, named[x]...)
 			}
 		}
 		level = next

@@ -26,7 +26,7 @@ func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
 			allowed := make([]ir.AllowedSubject, 0, len(direct))
 			for _, ref := range direct {
 				fromSubject := st.userset(td.GetType(), r, ref)
-				if ref.GetType() == td.GetType() && ref.GetRelation() == r && onlySubjectSet(direct) {
+				if ref.GetType() == td.GetType() && ref.GetRelation() == r {
 					fromSubject = st.recursive(td.GetType(), r)
 				}
 				allowed = append(allowed, ir.AllowedSubject{SubjectType: ir.SubjectType{
@@ -74,16 +74,4 @@ func operands(kind ir.ExprKind, r string, children []*openfgav1.Userset, arrows 
 		x.Children = append(x.Children, rewrite(r, ch, arrows))
 	}
 	return x
-}
-
-// onlySubjectSet reports whether direct names one subject set (the rest are types
-// and wildcards).
-func onlySubjectSet(direct []*openfgav1.RelationReference) bool {
-	n := 0
-	for _, ref := range direct {
-		if ref.GetRelation() != "" {
-			n++
-		}
-	}
-	return n == 1
 }

@@ -424,6 +424,16 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 		{Object: "t0:1", Relation: "r1", User: "t1:1#r2"},
 	}
 	chain := []*openfgav1.TupleKey{failing, {Object: "t1:1", Relation: "r0", User: "t1:2#r0"}}
+	// OpenFGA walks t0#r0's subject sets of t1#r1 with them (t1#r1 reaches no user)
+	// and reads on each t1 object found the tuples of t1#r0, by the walked relation's
+	// name: t0:2#r0@t1:2#r1, t1:2#r0@t0:1#r0 and t0:1#r0@user:1 grant t0:2#r0.
+	mixed := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user with flag, t0#r0, t1#r1]\n"+
+		"type t1\n  relations\n    define r0: [user with flag, t0#r0]\n    define r1: [t0]\n"+flag)
+	mixedTuples := []*openfgav1.TupleKey{
+		{Object: "t0:1", Relation: "r0", User: "user:1", Condition: cond(nil)},
+		{Object: "t0:2", Relation: "r0", User: "t1:2#r1"},
+		{Object: "t1:2", Relation: "r0", User: "t0:1#r0"},
+	}
 	arrowTuples := []*openfgav1.TupleKey{
 		{Object: "t1:0", Relation: "r0", User: "user:*", Condition: cond(nil)},
 		{Object: "t2:0", Relation: "r0", User: "t1:1#r0"},
@@ -450,6 +460,8 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 		{"recursive: no subject set to walk", recursive, chain, "t1:2", "r0", nil, "false"},
 		{"recursive: the walk reaches one that holds", recursive, holding, "t1:1", "r0", nil, "true"},
 		{"recursive: the walk reaches none", recursive, holding, "t1:5", "r0", nil, "false"},
+		{"recursive: the walk reads other types' tuples by the relation's name", mixed, mixedTuples, "t0:2", "r0", map[string]any{"on": true}, "true"},
+		{"recursive: so it fails where they lead to the failing tuple", mixed, mixedTuples, "t0:2", "r0", nil, "error"},
 	} {
 		r := storeWith(t, c.m, c.tuples...)
 		req, err := c.m.CheckRequest(c.object, c.relation, "user:1", mustStruct(t, c.ctx))
