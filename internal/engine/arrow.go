@@ -27,6 +27,9 @@ func (ev *evaluator) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, 
 			all = append(all, ev.tuplesets[tuplesetKey{def, x.Tupleset, id}]...)
 		}
 	}
+	if reads := ev.weight2Arrow(x); reads != nil {
+		return ev.arrowFromSubject(ctx, all, reads)
+	}
 	out := results{}
 	for _, e := range all {
 		ev.tr.read(e.expires)

@@ -30,6 +30,18 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 	if err := ev.directMatches(ctx, r, ids, out); err != nil {
 		return nil, err
 	}
+	if sets, reads, ok := ev.recursive(r); ok {
+		var pending []string
+		for _, id := range ids {
+			if out.get(id).st != has {
+				pending = append(pending, id)
+			}
+		}
+		if err := ev.followRecursive(ctx, r, sets, reads, pending, depth, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	var pending []string
 	for i, a := range r.Allowed {
 		if a.Relation == "" || a.Wildcard || slices.ContainsFunc(r.Allowed[:i], func(b ir.AllowedSubject) bool {
@@ -56,12 +68,29 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 		if err != nil {
 			return nil, err
 		}
-		target := a.Rel
-		if err := ev.follow(ctx, target, edges, depth, out, or); err != nil {
+		if err := ev.followSets(ctx, a, edges, depth, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// followSets follows the subject sets of allowed entry a that edges point to, ORing
+// what they grant into out, or, where OpenFGA reads them from the subject's side
+// (weight2.go), ORs in that read's verdict on each.
+func (ev *evaluator) followSets(ctx context.Context, a ir.AllowedSubject, edges []edge, depth int, out results) error {
+	reads, ok := ev.weight2Userset(a)
+	if !ok {
+		return ev.follow(ctx, a.Rel, edges, depth, out, or)
+	}
+	side, err := ev.union(ctx, reads)
+	if err != nil {
+		return err
+	}
+	for _, e := range edges {
+		out.put(e.resource, or(out.get(e.resource), side.verdict(e.target)))
+	}
+	return nil
 }
 
 // directMatches finds relationships whose subject is the checked subject or a wildcard

@@ -67,6 +67,8 @@ type evaluator struct {
 	// answers on a cycle are remembered until it ends, listed in tainted.
 	monotone bool
 	tainted  []memoKey
+	// left remembers the reads from the subject's side (weight2.go).
+	left map[*ir.Relation]*subjectSide
 	// tuplesets holds the relationships arrows read, by resource (hops).
 	tuplesets map[tuplesetKey][]edge
 	// errDepth records, for a subproblem that hit the depth limit, the largest remaining

@@ -10,11 +10,13 @@ import (
 // permission per relation (name order) and, for each relation assignable directly,
 // the stored relation of its tuples.
 func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
+	st := newStrategies(c.m)
 	defs := make([]*ir.Definition, 0, len(c.m.GetTypeDefinitions()))
 	for _, td := range c.m.GetTypeDefinitions() {
 		d := &ir.Definition{Name: td.GetType()}
 		for _, r := range sortedKeys(td.GetRelations()) {
-			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r])})
+			arrows := func(ttu *openfgav1.TupleToUserset) []string { return st.arrow(td.GetType(), r, ttu) }
+			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r], arrows)})
 		}
 		for _, r := range sortedKeys(td.GetRelations()) {
 			direct := c.direct[td.GetType()][r]
@@ -23,9 +25,13 @@ func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
 			}
 			allowed := make([]ir.AllowedSubject, 0, len(direct))
 			for _, ref := range direct {
+				fromSubject := st.userset(td.GetType(), r, ref)
+				if ref.GetType() == td.GetType() && ref.GetRelation() == r {
+					fromSubject = st.recursive(td.GetType(), r)
+				}
 				allowed = append(allowed, ir.AllowedSubject{SubjectType: ir.SubjectType{
 					Type: ref.GetType(), Relation: ref.GetRelation(), Wildcard: ref.GetWildcard() != nil, Caveat: ref.GetCondition(),
-				}})
+				}, FromSubject: fromSubject})
 			}
 			d.Relations = append(d.Relations, &ir.Relation{Name: StoredRelation(r), Allowed: allowed})
 		}
@@ -35,8 +41,9 @@ func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
 }
 
 // rewrite converts relation r's userset rewrite: `this` reads r's stored relation,
-// `x from y` walks y's stored relation to x on its objects.
-func rewrite(r string, u *openfgav1.Userset) *ir.Expr {
+// `x from y` walks y's stored relation to x on its objects (from the subject's side
+// for the subject types arrows names).
+func rewrite(r string, u *openfgav1.Userset, arrows func(*openfgav1.TupleToUserset) []string) *ir.Expr {
 	switch x := u.GetUserset().(type) {
 	case *openfgav1.Userset_This:
 		return &ir.Expr{Kind: ir.Ref, Name: StoredRelation(r)}
@@ -45,26 +52,26 @@ func rewrite(r string, u *openfgav1.Userset) *ir.Expr {
 	case *openfgav1.Userset_TupleToUserset:
 		return &ir.Expr{
 			Kind: ir.Arrow, Tupleset: StoredRelation(x.TupleToUserset.GetTupleset().GetRelation()),
-			Target: x.TupleToUserset.GetComputedUserset().GetRelation(),
+			Target: x.TupleToUserset.GetComputedUserset().GetRelation(), FromSubject: arrows(x.TupleToUserset),
 		}
 	case *openfgav1.Userset_Union:
-		return operands(ir.Union, r, x.Union.GetChild())
+		return operands(ir.Union, r, x.Union.GetChild(), arrows)
 	case *openfgav1.Userset_Intersection:
-		return operands(ir.Intersection, r, x.Intersection.GetChild())
+		return operands(ir.Intersection, r, x.Intersection.GetChild(), arrows)
 	case *openfgav1.Userset_Difference:
-		return &ir.Expr{Kind: ir.Exclusion, Children: []*ir.Expr{rewrite(r, x.Difference.GetBase()), rewrite(r, x.Difference.GetSubtract())}}
+		return &ir.Expr{Kind: ir.Exclusion, Children: []*ir.Expr{rewrite(r, x.Difference.GetBase(), arrows), rewrite(r, x.Difference.GetSubtract(), arrows)}}
 	}
 	return &ir.Expr{Kind: ir.Nil}
 }
 
 // operands builds a union or intersection; one operand is the operand itself.
-func operands(kind ir.ExprKind, r string, children []*openfgav1.Userset) *ir.Expr {
+func operands(kind ir.ExprKind, r string, children []*openfgav1.Userset, arrows func(*openfgav1.TupleToUserset) []string) *ir.Expr {
 	if len(children) == 1 {
-		return rewrite(r, children[0])
+		return rewrite(r, children[0], arrows)
 	}
 	x := &ir.Expr{Kind: kind}
 	for _, ch := range children {
-		x.Children = append(x.Children, rewrite(r, ch))
+		x.Children = append(x.Children, rewrite(r, ch, arrows))
 	}
 	return x
 }

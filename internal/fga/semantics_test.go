@@ -52,17 +52,19 @@ func openFGAEngine() *engine.Engine {
 }
 
 // OpenFGA fails a check when its 25th dispatch (computed userset, tupleset object,
-// subject set) would be resolved: a chain of usersets a_n → … → a1 takes n-1 of
-// them, and the step from a relation to its own tuples takes none.
+// subject set) would be resolved: a chain of usersets a_n → … → a1 takes n-2 of
+// them, since a2 reads a1's tuples from the subject's side (OpenFGA's weight-two
+// strategy) rather than dispatching, and the step from a relation to its own tuples
+// takes none. (OpenFGA v1.22.1 allows a26 and fails a27.)
 func TestDepthCountsAsOpenFGACounts(t *testing.T) {
 	var src strings.Builder
 	src.WriteString("model\n  schema 1.1\ntype user\ntype resource\n  relations\n    define a1: [user]\n")
-	for i := 2; i <= 26; i++ {
+	for i := 2; i <= 27; i++ {
 		fmt.Fprintf(&src, "    define a%d: [resource#a%d]\n", i, i-1)
 	}
 	m := mustModel(t, src.String())
 	tuples := []*openfgav1.TupleKey{{Object: "resource:1", Relation: "a1", User: "user:maria"}}
-	for i := 2; i <= 26; i++ {
+	for i := 2; i <= 27; i++ {
 		tuples = append(tuples, &openfgav1.TupleKey{Object: "resource:1", Relation: fmt.Sprintf("a%d", i), User: fmt.Sprintf("resource:1#a%d", i-1)})
 	}
 	r := storeWith(t, m, tuples...)
@@ -74,12 +76,12 @@ func TestDepthCountsAsOpenFGACounts(t *testing.T) {
 		}
 		return e.Check(context.Background(), m.Schema, r, req)
 	}
-	if res, err := check("a25"); err != nil || res.Membership != engine.HasPermission {
-		t.Errorf("a25 (24 dispatches) = %v, %v; want allowed", res, err)
+	if res, err := check("a26"); err != nil || res.Membership != engine.HasPermission {
+		t.Errorf("a26 (24 dispatches) = %v, %v; want allowed", res, err)
 	}
-	_, err := check("a26")
+	_, err := check("a27")
 	if !errors.Is(err, engine.ErrMaxDepth) || ErrorCode(err) != openfgav1.ErrorCode_authorization_model_resolution_too_complex {
-		t.Errorf("a26 (25 dispatches) error = %v; want resolution too complex", err)
+		t.Errorf("a27 (25 dispatches) error = %v; want resolution too complex", err)
 	}
 }
 
@@ -330,6 +332,151 @@ func TestContextualTupleOfAStoredKey(t *testing.T) {
 		}
 		if got, err := Allowed(res); err != nil || got != c.want {
 			t.Errorf("Check %s#viewer@%s with contextual %v: %v, %v; want %v", c.object, c.user, c.contextual, got, err, c.want)
+		}
+	}
+}
+
+// OpenFGA reads a subject set `[t1#r0]` or an arrow `r0 from parent` whose relation
+// holds the user in one step from the user's side (its weight-two strategy): every
+// t1#r0 tuple of the user, whatever its object. A condition lacking its parameter on
+// one of them fails the check, even on an object the check does not need, unless
+// another of them holds (then the check is denied, or allowed when its object is one
+// of the checked object's). A model OpenFGA builds no weighted graph for (here an
+// intersection of operands with no type in common) is resolved by following tuples,
+// where only the tuples of the objects needed count. Each answer is OpenFGA v1.22.1's.
+func TestSubjectSideReadsDecideMissingParameters(t *testing.T) {
+	// t1#r0's subject set t2#member never reaches a user: OpenFGA still reads t1#r0
+	// in one step from the user's side.
+	const types = "type t0\n  relations\n    define r1: [t1#r0]\n    define r2: r0 from parent\n    define parent: [t1]\n" +
+		"type t2\n  relations\n    define member: [t2]\n" +
+		"type t1\n  relations\n    define r0: [user with flag, t2#member]\n"
+	const flag = "condition flag(on: bool) {\n  on\n}\n"
+	weighted := mustModel(t, "model\n  schema 1.1\ntype user\n"+types+flag)
+	unweighted := mustModel(t, "model\n  schema 1.1\ntype user\n"+types+
+		"    define r1: [t0]\n    define r2: r0 and r1\n"+flag)
+	cond := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "flag", Context: mustStruct(t, ctx)}
+	}
+	failing := []*openfgav1.TupleKey{
+		{Object: "t1:2", Relation: "r0", User: "user:2", Condition: cond(nil)},
+		{Object: "t0:1", Relation: "r1", User: "t1:1#r0"},
+		{Object: "t0:1", Relation: "parent", User: "t1:1"},
+	}
+	holding := append(slices.Clone(failing), &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:2", Condition: cond(map[string]any{"on": true})})
+	granting := append(slices.Clone(failing), &openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:2", Condition: cond(map[string]any{"on": true})})
+	for _, c := range []struct {
+		name   string
+		m      *Model
+		tuples []*openfgav1.TupleKey
+		object string
+		want   string
+	}{
+		{"failing tuple of another object", weighted, failing, "t0:1", "error"},
+		{"no subject set to intersect", weighted, failing, "t0:0", "false"},
+		{"another tuple of the user holds", weighted, holding, "t0:1", "false"},
+		{"a tuple of the object's subject set holds", weighted, granting, "t0:1", "true"},
+		{"no weighted graph: tuples followed", unweighted, failing, "t0:1", "false"},
+	} {
+		r := storeWith(t, c.m, c.tuples...)
+		for _, relation := range []string{"r1", "r2"} {
+			req, err := c.m.CheckRequest(c.object, relation, "user:2", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
+			got := "error"
+			if err == nil {
+				allowed, aerr := Allowed(res)
+				got = fmt.Sprint(allowed)
+				if aerr != nil {
+					got = "error"
+				}
+			}
+			if got != c.want {
+				t.Errorf("%s: Check %s#%s@user:2 = %s (%v); want %s", c.name, c.object, relation, got, err, c.want)
+			}
+		}
+	}
+}
+
+// OpenFGA reads a union of relations of tuples from the user's side one operand at a
+// time and fails when one operand's tuples fail with none holding, even where
+// another operand grants; and resolves a relation's subject set of itself (t1#r0 on
+// t1#r0) by walking its subject sets from the object to the objects whose own
+// tuples hold the user, failing when none holds and a condition failed. Each answer
+// is OpenFGA v1.22.1's.
+func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
+	const flag = "condition flag(on: bool) {\n  on\n}\n"
+	union := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t1#r2]\n"+
+		"type t1\n  relations\n    define r0: [user with flag]\n    define r1: [user]\n    define r2: r0 or r1\n"+flag)
+	recursive := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user with flag, t1#r0]\n"+flag)
+	// t1#r0's arrow reaches no user: OpenFGA reads nothing for it.
+	withArrow := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t0]\n"+
+		"type t1\n  relations\n    define r0: [user:* with flag, t0] or r1 from r1\n    define r1: [t0]\n"+
+		"type t2\n  relations\n    define r0: [user, t1#r0]\n"+flag)
+	cond := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "flag", Context: mustStruct(t, ctx)}
+	}
+	failing := &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:1", Condition: cond(nil)}
+	unionTuples := []*openfgav1.TupleKey{
+		failing,
+		{Object: "t1:1", Relation: "r1", User: "user:1"},
+		{Object: "t0:1", Relation: "r1", User: "t1:1#r2"},
+	}
+	chain := []*openfgav1.TupleKey{failing, {Object: "t1:1", Relation: "r0", User: "t1:2#r0"}}
+	// OpenFGA walks t0#r0's subject sets of t1#r1 with them (t1#r1 reaches no user)
+	// and reads on each t1 object found the tuples of t1#r0, by the walked relation's
+	// name: t0:2#r0@t1:2#r1, t1:2#r0@t0:1#r0 and t0:1#r0@user:1 grant t0:2#r0.
+	mixed := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user with flag, t0#r0, t1#r1]\n"+
+		"type t1\n  relations\n    define r0: [user with flag, t0#r0]\n    define r1: [t0]\n"+flag)
+	mixedTuples := []*openfgav1.TupleKey{
+		{Object: "t0:1", Relation: "r0", User: "user:1", Condition: cond(nil)},
+		{Object: "t0:2", Relation: "r0", User: "t1:2#r1"},
+		{Object: "t1:2", Relation: "r0", User: "t0:1#r0"},
+	}
+	arrowTuples := []*openfgav1.TupleKey{
+		{Object: "t1:0", Relation: "r0", User: "user:*", Condition: cond(nil)},
+		{Object: "t2:0", Relation: "r0", User: "t1:1#r0"},
+	}
+	holding := append(slices.Clone(chain),
+		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:1", Condition: cond(map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "t1:3#r0"},
+		&openfgav1.TupleKey{Object: "t1:5", Relation: "r0", User: "t1:4#r0"},
+	)
+	for _, c := range []struct {
+		name     string
+		m        *Model
+		tuples   []*openfgav1.TupleKey
+		object   string
+		relation string
+		ctx      map[string]any
+		want     string
+	}{
+		{"union: an operand fails, another grants", union, unionTuples, "t0:1", "r1", nil, "error"},
+		{"union: with the parameter", union, unionTuples, "t0:1", "r1", map[string]any{"on": true}, "true"},
+		{"union with an arrow: the only read fails", withArrow, arrowTuples, "t2:0", "r0", nil, "error"},
+		{"union with an arrow: with the parameter", withArrow, arrowTuples, "t2:0", "r0", map[string]any{"on": true}, "false"},
+		{"recursive: none holds, one fails", recursive, chain, "t1:1", "r0", nil, "error"},
+		{"recursive: no subject set to walk", recursive, chain, "t1:2", "r0", nil, "false"},
+		{"recursive: the walk reaches one that holds", recursive, holding, "t1:1", "r0", nil, "true"},
+		{"recursive: the walk reaches none", recursive, holding, "t1:5", "r0", nil, "false"},
+		{"recursive: the walk reads other types' tuples by the relation's name", mixed, mixedTuples, "t0:2", "r0", map[string]any{"on": true}, "true"},
+		{"recursive: so it fails where they lead to the failing tuple", mixed, mixedTuples, "t0:2", "r0", nil, "error"},
+	} {
+		r := storeWith(t, c.m, c.tuples...)
+		req, err := c.m.CheckRequest(c.object, c.relation, "user:1", mustStruct(t, c.ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
+		got := "error"
+		if err == nil {
+			if allowed, aerr := Allowed(res); aerr == nil {
+				got = fmt.Sprint(allowed)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: Check %s#%s@user:1 = %s (%v); want %s", c.name, c.object, c.relation, got, err, c.want)
 		}
 	}
 }

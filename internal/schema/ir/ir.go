@@ -213,6 +213,10 @@ type AllowedSubject struct {
 	// Rel is a subject set's relation (Relation); nil for the object itself and for
 	// a wildcard.
 	Rel *Relation
+	// FromSubject lists the subject types for which OpenFGA resolves this subject set
+	// from the subject's side (its weight-two strategy, or its recursive one for a
+	// relation's subject set of itself); set for OpenFGA models only.
+	FromSubject []string
 }
 
 // SubjectType is a type-list entry by name, as written. Equal values mean the same
@@ -273,6 +277,9 @@ type Expr struct {
 	// AnySpelled: the arrow was written `rel.any(perm)`, which SpiceDB prints back in
 	// that form rather than as `rel->perm`.
 	AnySpelled bool
+	// FromSubject (Arrow) lists the subject types for which OpenFGA resolves the arrow
+	// from the subject's side (its weight-two strategy); set for OpenFGA models only.
+	FromSubject []string
 
 	// targets resolves Target on every definition, indexed by Definition.ID; arrows
 	// with the same Target share it.

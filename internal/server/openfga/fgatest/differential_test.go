@@ -30,12 +30,16 @@ var sequential = []string{
 // usersets and `x from y`, request contexts with and without the parameters, contextual
 // tuples) and requires the same answer, or the same error code, from both; a model or
 // tuple one refuses the other must refuse too. A disagreement is reported shrunk to the
-// fewest tuples that still show it; a list where OpenFGA contradicts its own Check and
-// latch agrees with that Check is logged apart.
+// fewest tuples that still show it. Three kinds are logged and counted apart, not
+// failed: a list where OpenFGA contradicts its own Check and latch agrees with that
+// Check; a request OpenFGA answers otherwise when asked again on the same data (its
+// planner picks its check strategy at random); and one it answers otherwise when the
+// same tuples are written in another order (it evaluates one tuple per object where it
+// reads from the user's side). See Compare.
 func TestDifferentialOpenFGA(t *testing.T) {
 	ref := StartOpenFGA(t, sequential...)
 	latch := startLatch(t)
-	var requests, refused, selfDisagree int
+	var requests, refused, selfDisagree, unsteady int
 	for i := range *diffCases {
 		seed := *diffSeed + uint64(i)
 		c := RandomCase(rand.New(rand.NewPCG(seed, 0)))
@@ -51,6 +55,11 @@ func TestDifferentialOpenFGA(t *testing.T) {
 				t.Logf("seed %d: OpenFGA's list differs from its own Check, latch agrees with its Check: %s", seed, d)
 				continue
 			}
+			if unstable(d) {
+				unsteady++
+				t.Logf("seed %d: OpenFGA's answer is not steady (%s): %s", seed, d.Kind, d)
+				continue
+			}
 			t.Errorf("seed %d: %s", seed, d)
 		}
 		requests += len(c.Checks) + len(c.Lists) + len(c.Users)
@@ -58,8 +67,8 @@ func TestDifferentialOpenFGA(t *testing.T) {
 			refused++
 		}
 	}
-	t.Logf("%d cases from seed %d (%d models refused by both), %d requests compared, %d where OpenFGA's lists and its Check disagree",
-		*diffCases, *diffSeed, refused, requests, selfDisagree)
+	t.Logf("%d cases from seed %d (%d models refused by both), %d requests compared, %d where OpenFGA's lists and its Check disagree, %d where OpenFGA's answer is not steady",
+		*diffCases, *diffSeed, refused, requests, selfDisagree, unsteady)
 }
 
 // refusedByBoth reports whether the reference refused c's model or tuples (a case that
