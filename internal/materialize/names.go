@@ -9,14 +9,19 @@ import (
 // as dense ids, in flat arrays the garbage collector does not scan and whose size is
 // known to the byte. Its owner guards it: one writer, readers under a read lock.
 type names struct {
-	seed  maphash.Seed
-	slots []uint32 // id+1 of the name hashed there, 0 when empty; a power of two long
+	seed maphash.Seed
+	// slots are 1<<bits long; each holds 0 when empty, else id+1 of the name hashed
+	// there in its low bits and the high bits of the name's hash above them (a tag,
+	// which spares most probes a comparison of names). A table at most 3/4 full has
+	// ids below 1<<bits, so the tag costs no memory.
+	slots []uint32
+	bits  uint8
 	arena []byte   // the names, one after another
 	ends  []uint32 // ends[id]: where name id ends in arena (it starts where id-1 ends)
 }
 
 func newNames() names {
-	return names{seed: maphash.MakeSeed(), slots: make([]uint32, 1024)}
+	return names{seed: maphash.MakeSeed(), slots: make([]uint32, 1<<10), bits: 10}
 }
 
 // len returns how many names there are.
@@ -37,20 +42,33 @@ func (t *names) lookup(name []byte) (uint32, bool) {
 	return id, ok
 }
 
+// hash returns the hash of name that find, findHashed and add take.
+func (t *names) hash(name []byte) uint64 { return maphash.Bytes(t.seed, name) }
+
 // find returns the id of name, and its hash for add when the table does not hold it.
 func (t *names) find(name []byte) (id uint32, hash uint64, ok bool) {
-	hash = maphash.Bytes(t.seed, name)
-	mask := uint64(len(t.slots) - 1)
+	hash = t.hash(name)
+	id, ok = t.findHashed(name, hash)
+	return id, hash, ok
+}
+
+// findHashed returns the id of name, of hash hash.
+func (t *names) findHashed(name []byte, hash uint64) (uint32, bool) {
+	mask, ids := uint64(len(t.slots)-1), uint32(1)<<t.bits-1
+	tag := t.tag(hash)
 	for i := hash & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == 0 {
-			return 0, hash, false
+			return 0, false
 		}
-		if bytes.Equal(t.name(s-1), name) {
-			return s - 1, hash, true
+		if s&^ids == tag && bytes.Equal(t.name(s&ids-1), name) {
+			return s&ids - 1, true
 		}
 	}
 }
+
+// tag returns the bits of hash a slot keeps above its id.
+func (t *names) tag(hash uint64) uint32 { return uint32(hash>>32) &^ (uint32(1)<<t.bits - 1) }
 
 // add adds name, which the table does not hold, of hash hash (from find), and returns
 // its id.
@@ -72,14 +90,15 @@ func (t *names) place(id uint32, hash uint64) {
 	for t.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = id + 1
+	t.slots[i] = id + 1 | t.tag(hash)
 }
 
 // grow doubles the slots and places every name again.
 func (t *names) grow() {
 	t.slots = make([]uint32, len(t.slots)*2)
+	t.bits++
 	for id := range uint32(len(t.ends)) {
-		t.place(id, maphash.Bytes(t.seed, t.name(id)))
+		t.place(id, t.hash(t.name(id)))
 	}
 }
 
