@@ -239,61 +239,79 @@ type batch struct {
 
 // readBatches reads every relationship of the relations keys at r, in a goroutine of
 // its own so that reading the store and indexing what it read overlap, and sends them
-// a batch at a time. done stops the reads and waits for them to end.
+// a batch at a time. done stops the reads and waits for them to end. The reads take
+// the relationships in whatever order the store finds them (a build sorts what it
+// gathers), which spares the store its sorts.
 func readBatches(ctx context.Context, r store.Reader, keys []relKey) (<-chan batch, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	out := make(chan batch, 2)
-	spare := make(chan []rel.Relationship, 3)
+	b := &batcher{ctx: ctx, out: make(chan batch, 2), spare: make(chan []rel.Relationship, 3)}
 	go func() {
-		defer close(out)
-		send := func(b batch) bool {
-			select {
-			case out <- b:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		buf := make([]rel.Relationship, 0, readBatch)
-		full := func() bool {
-			rels := buf
-			if !send(batch{rels: rels, free: func() {
-				select {
-				case spare <- rels[:0]:
-				default:
-				}
-			}}) {
-				return false
-			}
-			select {
-			case buf = <-spare:
-			default:
-				buf = make([]rel.Relationship, 0, readBatch)
-			}
-			return true
-		}
+		defer close(b.out)
+		b.buf = make([]rel.Relationship, 0, readBatch)
 		for _, k := range keys {
 			f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
-			for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
-				if err != nil {
-					send(batch{err: fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, r.Revision(), err)})
-					return
-				}
-				buf = append(buf, item.Relationship)
-				if len(buf) == readBatch && !full() {
-					return
-				}
+			if err := store.Each(ctx, r, f, store.QueryOptions{Unordered: true}, b); err != nil {
+				b.send(batch{err: fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, r.Revision(), err)})
+				return
+			}
+			if b.stopped {
+				return
 			}
 		}
-		if len(buf) > 0 {
-			full()
+		if len(b.buf) > 0 {
+			b.full()
 		}
 	}()
-	return out, func() {
+	return b.out, func() {
 		cancel()
-		for range out {
+		for range b.out {
 		}
 	}
+}
+
+// batcher gathers a build's reads into batches (a store.Visitor, which spares the
+// closures of an iterator) and sends each when full.
+type batcher struct {
+	ctx     context.Context
+	out     chan batch
+	spare   chan []rel.Relationship // arrays given back, for the next batches
+	buf     []rel.Relationship
+	stopped bool // ctx ended: the reads stop
+}
+
+func (b *batcher) Visit(it store.Item) bool {
+	b.buf = append(b.buf, it.Relationship)
+	return len(b.buf) < readBatch || b.full()
+}
+
+// send sends x, or reports false when ctx ends first.
+func (b *batcher) send(x batch) bool {
+	select {
+	case b.out <- x:
+		return true
+	case <-b.ctx.Done():
+		b.stopped = true
+		return false
+	}
+}
+
+// full sends the batch gathered and starts the next in a spare array.
+func (b *batcher) full() bool {
+	rels := b.buf
+	if !b.send(batch{rels: rels, free: func() {
+		select {
+		case b.spare <- rels[:0]:
+		default:
+		}
+	}}) {
+		return false
+	}
+	select {
+	case b.buf = <-b.spare:
+	default:
+		b.buf = make([]rel.Relationship, 0, readBatch)
+	}
+	return true
 }
 
 func cmpKey(a, b relKey) int {
