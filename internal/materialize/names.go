@@ -18,10 +18,13 @@ type names struct {
 	bits  uint8
 	arena []byte   // the names, one after another
 	ends  []uint32 // ends[id]: where name id ends in arena (it starts where id-1 ends)
+	held  int64    // the memory the table holds, measured when an array grows
 }
 
 func newNames() names {
-	return names{seed: maphash.MakeSeed(), slots: make([]uint32, 1<<10), bits: 10}
+	t := names{seed: maphash.MakeSeed(), slots: make([]uint32, 1<<10), bits: 10}
+	t.held = t.measure()
+	return t
 }
 
 // len returns how many names there are.
@@ -71,16 +74,23 @@ func (t *names) findHashed(name []byte, hash uint64) (uint32, bool) {
 func (t *names) tag(hash uint64) uint32 { return uint32(hash>>32) &^ (uint32(1)<<t.bits - 1) }
 
 // add adds name, which the table does not hold, of hash hash (from find), and returns
-// its id.
-func (t *names) add(name []byte, hash uint64) uint32 {
-	if (len(t.ends)+1)*4 > len(t.slots)*3 {
+// its id and the bytes the table grew by.
+func (t *names) add(name []byte, hash uint64) (id uint32, grown int64) {
+	arena, ends := cap(t.arena), cap(t.ends)
+	resized := (len(t.ends)+1)*4 > len(t.slots)*3
+	if resized {
 		t.grow()
 	}
-	id := uint32(len(t.ends))
+	id = uint32(len(t.ends))
 	t.arena = append(t.arena, name...)
 	t.ends = append(t.ends, uint32(len(t.arena)))
 	t.place(id, hash)
-	return id
+	if resized || cap(t.arena) != arena || cap(t.ends) != ends {
+		before := t.held
+		t.held = t.measure()
+		grown = t.held - before
+	}
+	return id, grown
 }
 
 // place puts id, of hash hash, in its slot.
@@ -103,6 +113,8 @@ func (t *names) grow() {
 }
 
 // bytes is the memory the table holds.
-func (t *names) bytes() int64 {
+func (t *names) bytes() int64 { return t.held }
+
+func (t *names) measure() int64 {
 	return sizeClass(int64(cap(t.slots))*4) + sizeClass(int64(cap(t.arena))) + sizeClass(int64(cap(t.ends))*4)
 }

@@ -187,15 +187,16 @@ func (st *state) intern(name []byte, set bool) uint32 {
 		return id
 	}
 	st.mu.Lock()
-	before := st.names.bytes()
-	id = st.names.add(name, hash)
+	id, grown := st.names.add(name, hash)
 	if int(id>>chunkBits) >= len(st.chunks) {
 		st.chunks = append(st.chunks, make([]node, chunkSize))
-		st.bytes.Add(sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize))
+		grown += sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize)
 	}
 	st.node(id).set = set
 	st.mu.Unlock()
-	st.bytes.Add(st.names.bytes() - before)
+	if grown != 0 {
+		st.bytes.Add(grown)
+	}
 	return id
 }
 
