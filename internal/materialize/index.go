@@ -471,7 +471,11 @@ func (d *descent) walk(id uint32) (int, bool) {
 		d.cyclic = true
 		return 0, true
 	}
-	cs, ok := d.st.node(id).children.at(d.rev)
+	sn := d.st.setOf(id)
+	if sn == nil {
+		return 0, false
+	}
+	cs, ok := sn.children.at(d.rev)
 	if !ok {
 		return 0, false
 	}
@@ -563,7 +567,11 @@ func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
 		}
 		for _, g := range ps {
 			v.add(g, 0)
-			anc, ok := st.node(g).anc.at(rev)
+			sn := st.setOf(g)
+			if sn == nil {
+				return nil
+			}
+			anc, ok := sn.anc.at(rev)
 			if !ok {
 				return nil
 			}
@@ -599,13 +607,21 @@ func (v *view) member(r *ir.Relation, id string, depth int) (yes, known bool) {
 	v.buf = setName(v.buf[:0], r.Def.Name, id, r.Name)
 	st.mu.RLock()
 	nid, n := st.lookup(v.buf)
+	var sn *setSlots
+	if n != nil {
+		sn = st.setOf(nid)
+	}
 	st.mu.RUnlock()
 	if n == nil {
 		// No relationship has ever named the set: it holds nothing.
 		v.answers.Add(1)
 		return false, true
 	}
-	s, ok := n.sum.at(v.rev)
+	if sn == nil {
+		v.fallbacks.Add(1)
+		return false, false
+	}
+	s, ok := sn.sum.at(v.rev)
 	if !ok || s.height == inf || s.taint == conditional {
 		v.fallbacks.Add(1)
 		return false, false
