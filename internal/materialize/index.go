@@ -202,9 +202,11 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 		if b.err != nil {
 			return nil, b.err
 		}
+		st.mu.Lock()
 		for i := range b.rels {
-			st.load(&ld, &b.rels[i])
+			st.loadLocked(&ld, &b.rels[i])
 		}
+		st.mu.Unlock()
 		edges += len(b.rels)
 		b.free()
 	}

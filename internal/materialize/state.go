@@ -207,6 +207,21 @@ func (st *state) intern(name []byte, set bool) uint32 {
 		return id
 	}
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.addLocked(name, hash, set)
+}
+
+// internLocked is intern for a caller holding mu.
+func (st *state) internLocked(name []byte, set bool) uint32 {
+	id, hash, ok := st.names.find(name)
+	if ok {
+		return id
+	}
+	return st.addLocked(name, hash, set)
+}
+
+// addLocked adds a node named name, of hash hash, which the names do not hold.
+func (st *state) addLocked(name []byte, hash uint64, set bool) uint32 {
 	id, grown := st.names.add(name, hash)
 	if int(id>>chunkBits) >= len(st.chunks) {
 		st.chunks = append(st.chunks, make([]node, chunkSize))
@@ -220,7 +235,6 @@ func (st *state) intern(name []byte, set bool) uint32 {
 		st.nsets++
 		st.node(id).set = st.nsets
 	}
-	st.mu.Unlock()
 	if grown != 0 {
 		st.bytes.Add(grown)
 	}
@@ -262,19 +276,20 @@ type loader struct {
 	named    bool
 }
 
-// load adds relationship x of an indexed relation to a state being built, which holds
-// nothing of it yet: a conditional or expiring one at once, an unconditional one in
-// ld until place.
-func (st *state) load(ld *loader, x *rel.Relationship) {
+// loadLocked adds relationship x of an indexed relation to a state being built, which
+// holds nothing of it yet: a conditional or expiring one at once, an unconditional one
+// in ld until place. The caller holds mu, once for many (no reader can wait on it yet:
+// the state is not published).
+func (st *state) loadLocked(ld *loader, x *rel.Relationship) {
 	c, isSet := st.plan.classify(x)
 	if !ld.named || x.Resource != ld.res || x.Relation != ld.relation {
 		// A set's relationships come one after another: its name is looked up once.
 		st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
-		ld.set, ld.named = st.intern(st.buf, true), true
+		ld.set, ld.named = st.internLocked(st.buf, true), true
 		ld.res, ld.relation = x.Resource, x.Relation
 	}
 	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
-	k := pair{ld.set, st.intern(st.buf, isSet)}
+	k := pair{ld.set, st.internLocked(st.buf, isSet)}
 	if c != member {
 		st.account(k, isSet, c, +1)
 		return
