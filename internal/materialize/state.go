@@ -411,9 +411,7 @@ func (st *state) finish(rev store.Revision) error {
 	} else {
 		clear(st.pending)
 	}
-	for _, id := range st.closure(st.downs, true) {
-		st.updateAncestors(id, rev)
-	}
+	st.updateAncestors(st.closure(st.downs, true), rev)
 	st.summarize(st.closure(st.ups, false), rev)
 	st.downs, st.ups = nil, nil
 	if t, _ := st.tainted.current(); t != (len(st.conds) > 0) {
@@ -483,58 +481,6 @@ func (st *state) drop(id uint32, n *node, rev store.Revision) {
 		}
 		st.queue = append(st.queue, pruneItem{rev, id, slot})
 	}
-}
-
-// updateAncestors recomputes set id's ancestors and pushes them if they changed.
-func (st *state) updateAncestors(id uint32, rev store.Revision) {
-	n := st.node(id)
-	if n.dropped {
-		return
-	}
-	anc := st.ancestors(id)
-	sn := st.setOf(id)
-	cur, _ := sn.anc.current()
-	if slices.Equal(anc, cur) {
-		return
-	}
-	if st.bytes.Load()+ids64Bytes(anc) > st.maxBytes {
-		st.entries.Add(-int64(len(cur)))
-		st.drop(id, n, rev)
-		return
-	}
-	st.entries.Add(int64(len(anc) - len(cur)))
-	delta, superseded := sn.anc.push(rev, anc, false, ids64Bytes)
-	st.grow(delta, true)
-	if superseded {
-		st.queue = append(st.queue, pruneItem{rev, id, slotAnc})
-	}
-}
-
-// ancestors walks up from set id breadth first, which finds each ancestor at its
-// fewest hops.
-func (st *state) ancestors(id uint32) []uint64 {
-	sc := st.begin()
-	sc.mark[id] = sc.epoch
-	q, qd := append(sc.queue[:0], id), append(sc.queueD[:0], 0)
-	var out []uint64
-	for i := 0; i < len(q); i++ {
-		ps, _ := st.node(q[i]).parents.current()
-		d := qd[i]
-		if d < 255 {
-			d++
-		}
-		for _, p := range ps {
-			if sc.mark[p] == sc.epoch {
-				continue
-			}
-			sc.mark[p] = sc.epoch
-			out = append(out, uint64(p)<<8|uint64(d))
-			q, qd = append(q, p), append(qd, d)
-		}
-	}
-	sc.queue, sc.queueD = q, qd
-	slices.Sort(out)
-	return out
 }
 
 // closure returns the sets reachable from start (down: through children; up: through
