@@ -281,6 +281,7 @@ type batcher struct {
 	stopped bool // ctx ended: the reads stop
 }
 
+// Visit takes one relationship read, and sends the batch when it is full.
 func (b *batcher) Visit(it store.Item) bool {
 	b.buf = append(b.buf, it.Relationship)
 	return len(b.buf) < readBatch || b.full()

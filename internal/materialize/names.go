@@ -45,27 +45,21 @@ func (t *names) lookup(name []byte) (uint32, bool) {
 	return id, ok
 }
 
-// hash returns the hash of name that find, findHashed and add take.
+// hash returns the hash of name.
 func (t *names) hash(name []byte) uint64 { return maphash.Bytes(t.seed, name) }
 
 // find returns the id of name, and its hash for add when the table does not hold it.
 func (t *names) find(name []byte) (id uint32, hash uint64, ok bool) {
 	hash = t.hash(name)
-	id, ok = t.findHashed(name, hash)
-	return id, hash, ok
-}
-
-// findHashed returns the id of name, of hash hash.
-func (t *names) findHashed(name []byte, hash uint64) (uint32, bool) {
 	mask, ids := uint64(len(t.slots)-1), uint32(1)<<t.bits-1
 	tag := t.tag(hash)
 	for i := hash & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == 0 {
-			return 0, false
+			return 0, hash, false
 		}
 		if s&^ids == tag && bytes.Equal(t.name(s&ids-1), name) {
-			return s&ids - 1, true
+			return s&ids - 1, hash, true
 		}
 	}
 }
