@@ -142,7 +142,21 @@ func sizeClass(n int64) int64 {
 	return sizeClasses[classOf[(n+7)>>3]]
 }
 
-func ids32Bytes(s []uint32) int64 { return sizeClass(int64(cap(s)) * 4) }
-func ids64Bytes(s []uint64) int64 { return sizeClass(int64(cap(s)) * 8) }
+// tinyBlock is the block the allocator packs small objects without pointers into
+// (runtime's maxTinySize).
+const tinyBlock = 16
+
+// noscanBytes returns the bytes an allocation of n bytes without pointers takes: its
+// size class, or under the race detector, which turns off the packing of such objects
+// below tinyBlock, at least a block.
+func noscanBytes(n int64) int64 {
+	if raceEnabled && n > 0 && n < tinyBlock {
+		return tinyBlock
+	}
+	return sizeClass(n)
+}
+
+func ids32Bytes(s []uint32) int64 { return noscanBytes(int64(cap(s)) * 4) }
+func ids64Bytes(s []uint64) int64 { return noscanBytes(int64(cap(s)) * 8) }
 func summaryBytes(summary) int64  { return 0 }
 func boolBytes(bool) int64        { return 0 }
