@@ -17,8 +17,9 @@ const (
 
 // updateAncestors recomputes the ancestors of the sets of region (closed downwards:
 // every set below one of them is in it) and pushes those that changed. Parents come
-// first, so a set's ancestors are its parents' merged, each a hop further, and a walk
-// up from the set (ancestors) is needed only below a cycle.
+// first, so a set's ancestors are its parents' merged, each a hop further; a walk up
+// from the set (ancestors) is needed only below a cycle, for a set of many parents
+// and below a parent whose list was dropped.
 func (st *state) updateAncestors(region []uint32, rev store.Revision) {
 	var m ancMerge
 	for _, id := range st.upward(region) {
