@@ -110,8 +110,24 @@ var sizeClasses = [...]int64{
 	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280,
 	1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528,
 	6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432,
-	19072, 20480, 21760, 24576, 27264, 28672, 32768,
+	19072, 20480, 21760, 24576, 27264, 28672, sizeClassesMax,
 }
+
+// classOf maps an allocation of n bytes, up to the largest class, to its class in
+// sizeClasses by (n+7)/8, as the runtime's own table does: an index into it, not a
+// search, for a figure a build asks for several times a node.
+var classOf = func() (t [sizeClassesMax/8 + 1]uint8) {
+	c := 0
+	for i := range t {
+		for sizeClasses[c] < int64(i)*8 {
+			c++
+		}
+		t[i] = uint8(c)
+	}
+	return t
+}()
+
+const sizeClassesMax = 32768
 
 // sizeClass returns the bytes an allocation of n bytes takes: its size class, or
 // whole pages past the largest class.
@@ -119,23 +135,28 @@ func sizeClass(n int64) int64 {
 	if n == 0 {
 		return 0
 	}
-	if n > sizeClasses[len(sizeClasses)-1] {
+	if n > sizeClassesMax {
 		const page = 8192
 		return (n + page - 1) / page * page
 	}
-	lo, hi := 0, len(sizeClasses)-1
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if sizeClasses[mid] < n {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return sizeClasses[lo]
+	return sizeClasses[classOf[(n+7)>>3]]
 }
 
-func ids32Bytes(s []uint32) int64 { return sizeClass(int64(cap(s)) * 4) }
-func ids64Bytes(s []uint64) int64 { return sizeClass(int64(cap(s)) * 8) }
+// tinyBlock is the block the allocator packs small objects without pointers into
+// (runtime's maxTinySize).
+const tinyBlock = 16
+
+// noscanBytes returns the bytes an allocation of n bytes without pointers takes: its
+// size class, or under the race detector, which turns off the packing of such objects
+// below tinyBlock, at least a block.
+func noscanBytes(n int64) int64 {
+	if raceEnabled && n > 0 && n < tinyBlock {
+		return tinyBlock
+	}
+	return sizeClass(n)
+}
+
+func ids32Bytes(s []uint32) int64 { return noscanBytes(int64(cap(s)) * 4) }
+func ids64Bytes(s []uint64) int64 { return noscanBytes(int64(cap(s)) * 8) }
 func summaryBytes(summary) int64  { return 0 }
 func boolBytes(bool) int64        { return 0 }

@@ -202,9 +202,11 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 		if b.err != nil {
 			return nil, b.err
 		}
+		st.mu.Lock()
 		for i := range b.rels {
-			st.load(&ld, &b.rels[i])
+			st.loadLocked(&ld, &b.rels[i])
 		}
+		st.mu.Unlock()
 		edges += len(b.rels)
 		b.free()
 	}
@@ -239,61 +241,80 @@ type batch struct {
 
 // readBatches reads every relationship of the relations keys at r, in a goroutine of
 // its own so that reading the store and indexing what it read overlap, and sends them
-// a batch at a time. done stops the reads and waits for them to end.
+// a batch at a time. done stops the reads and waits for them to end. The reads take
+// the relationships in whatever order the store finds them (a build sorts what it
+// gathers), which spares the store its sorts.
 func readBatches(ctx context.Context, r store.Reader, keys []relKey) (<-chan batch, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	out := make(chan batch, 2)
-	spare := make(chan []rel.Relationship, 3)
+	b := &batcher{ctx: ctx, out: make(chan batch, 2), spare: make(chan []rel.Relationship, 3)}
 	go func() {
-		defer close(out)
-		send := func(b batch) bool {
-			select {
-			case out <- b:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		buf := make([]rel.Relationship, 0, readBatch)
-		full := func() bool {
-			rels := buf
-			if !send(batch{rels: rels, free: func() {
-				select {
-				case spare <- rels[:0]:
-				default:
-				}
-			}}) {
-				return false
-			}
-			select {
-			case buf = <-spare:
-			default:
-				buf = make([]rel.Relationship, 0, readBatch)
-			}
-			return true
-		}
+		defer close(b.out)
+		b.buf = make([]rel.Relationship, 0, readBatch)
 		for _, k := range keys {
 			f := store.Filter{ResourceType: k.def, Relation: k.rel, IncludeExpired: true}
-			for item, err := range r.Query(ctx, f, store.QueryOptions{}) {
-				if err != nil {
-					send(batch{err: fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, r.Revision(), err)})
-					return
-				}
-				buf = append(buf, item.Relationship)
-				if len(buf) == readBatch && !full() {
-					return
-				}
+			if err := store.Each(ctx, r, f, store.QueryOptions{Unordered: true}, b); err != nil {
+				b.send(batch{err: fmt.Errorf("reading %s#%s at revision %d: %w", k.def, k.rel, r.Revision(), err)})
+				return
+			}
+			if b.stopped {
+				return
 			}
 		}
-		if len(buf) > 0 {
-			full()
+		if len(b.buf) > 0 {
+			b.full()
 		}
 	}()
-	return out, func() {
+	return b.out, func() {
 		cancel()
-		for range out {
+		for range b.out {
 		}
 	}
+}
+
+// batcher gathers a build's reads into batches (a store.Visitor, which spares the
+// closures of an iterator) and sends each when full.
+type batcher struct {
+	ctx     context.Context
+	out     chan batch
+	spare   chan []rel.Relationship // arrays given back, for the next batches
+	buf     []rel.Relationship
+	stopped bool // ctx ended: the reads stop
+}
+
+// Visit takes one relationship read, and sends the batch when it is full.
+func (b *batcher) Visit(it store.Item) bool {
+	b.buf = append(b.buf, it.Relationship)
+	return len(b.buf) < readBatch || b.full()
+}
+
+// send sends x, or reports false when ctx ends first.
+func (b *batcher) send(x batch) bool {
+	select {
+	case b.out <- x:
+		return true
+	case <-b.ctx.Done():
+		b.stopped = true
+		return false
+	}
+}
+
+// full sends the batch gathered and starts the next in a spare array.
+func (b *batcher) full() bool {
+	rels := b.buf
+	if !b.send(batch{rels: rels, free: func() {
+		select {
+		case b.spare <- rels[:0]:
+		default:
+		}
+	}}) {
+		return false
+	}
+	select {
+	case b.buf = <-b.spare:
+	default:
+		b.buf = make([]rel.Relationship, 0, readBatch)
+	}
+	return true
 }
 
 func cmpKey(a, b relKey) int {
@@ -451,7 +472,11 @@ func (d *descent) walk(id uint32) (int32, bool) {
 		d.cyclic = h == onPath
 		return h, true
 	}
-	cs, ok := d.st.node(id).children.at(d.rev)
+	sn := d.st.setOf(id)
+	if sn == nil {
+		return 0, false
+	}
+	cs, ok := sn.children.at(d.rev)
 	if !ok {
 		return 0, false
 	}
@@ -542,7 +567,11 @@ func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
 		}
 		for _, g := range ps {
 			v.add(g, 0)
-			anc, ok := st.node(g).anc.at(rev)
+			sn := st.setOf(g)
+			if sn == nil {
+				return nil
+			}
+			anc, ok := sn.anc.at(rev)
 			if !ok {
 				return nil
 			}
@@ -578,13 +607,21 @@ func (v *view) member(r *ir.Relation, id string, depth int) (yes, known bool) {
 	v.buf = setName(v.buf[:0], r.Def.Name, id, r.Name)
 	st.mu.RLock()
 	nid, n := st.lookup(v.buf)
+	var sn *setSlots
+	if n != nil {
+		sn = st.setOf(nid)
+	}
 	st.mu.RUnlock()
 	if n == nil {
 		// No relationship has ever named the set: it holds nothing.
 		v.answers.Add(1)
 		return false, true
 	}
-	s, ok := n.sum.at(v.rev)
+	if sn == nil {
+		v.fallbacks.Add(1)
+		return false, false
+	}
+	s, ok := sn.sum.at(v.rev)
 	if !ok || s.height == inf || s.taint == conditional {
 		v.fallbacks.Add(1)
 		return false, false

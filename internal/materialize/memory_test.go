@@ -122,3 +122,22 @@ func TestBytesMatchHeap(t *testing.T) {
 		t.Fatalf("the index reports %d bytes; the heap grew by %.0f", int64(reported), grown)
 	}
 }
+
+// TestSizeClass holds sizeClass's table against the classes searched one by one.
+func TestSizeClass(t *testing.T) {
+	for n := int64(1); n <= 3*sizeClassesMax; n++ {
+		want := (n + 8191) / 8192 * 8192
+		for _, c := range sizeClasses {
+			if c >= n {
+				want = c
+				break
+			}
+		}
+		if got := sizeClass(n); got != want {
+			t.Fatalf("sizeClass(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if got := sizeClass(0); got != 0 {
+		t.Fatalf("sizeClass(0) = %d, want 0", got)
+	}
+}

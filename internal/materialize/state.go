@@ -31,11 +31,25 @@ const (
 )
 
 // node is one name of the index: a set (`group:eng#member`) or a subject (`user:u`,
-// `user:*`), or both (a set is a subject of the sets holding it).
+// `user:*`), or both (a set is a subject of the sets holding it). What only a set has
+// is in a setSlots of its own, so that a subject, most names, costs a third as much.
 type node struct {
 	// parents are the sets holding the node through an unconditional relationship:
 	// Leopard's MEMBER2GROUP for a subject, and the set graph's edges for a set.
 	parents chain[[]uint32]
+	// set is 1 + the index of a set's setSlots, 0 for a name that is not a set.
+	// Written before a reader can find the node (under the state's lock).
+	set uint32
+	// dropped (writer only): past the memory bound, the node's droppable slot (a
+	// subject's parents, a set's ancestors) is no longer held; reads of it fall back.
+	dropped bool
+}
+
+// isSet reports whether the node is a set.
+func (n *node) isSet() bool { return n.set != 0 }
+
+// setSlots is what a set has beyond a node.
+type setSlots struct {
 	// anc are a set's ancestors through unconditional set edges, each packed as
 	// set<<8 | the fewest hops from it (capped at 255), sorted by set.
 	anc chain[[]uint64]
@@ -46,17 +60,11 @@ type node struct {
 
 	// Writer only.
 	cond, exp int32 // its conditional and expiring relationships
-
-	// Written before a reader can find the node (under the state's lock).
-	set bool
-	// dropped (writer only): past the memory bound, the node's droppable slot (a
-	// subject's parents, a set's ancestors) is no longer held; reads of it fall back.
-	dropped bool
 }
 
 // selfTaint is the worst class of the set's own relationships, absent when they are
 // all unconditional.
-func (n *node) selfTaint() class {
+func (n *setSlots) selfTaint() class {
 	switch {
 	case n.cond > 0:
 		return conditional
@@ -108,9 +116,11 @@ type state struct {
 	applied atomic.Uint64 // the newest revision wholly applied
 	horizon atomic.Uint64 // the oldest revision reads may ask for
 
-	mu     sync.RWMutex // guards names and chunks (the writer changes them under it)
-	names  names
-	chunks [][]node
+	mu        sync.RWMutex // guards names, chunks and setChunks (the writer changes them under it)
+	names     names
+	chunks    [][]node
+	setChunks [][]setSlots
+	nsets     uint32 // the setNodes in setChunks
 
 	bytes   atomic.Int64 // the memory the index holds
 	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
@@ -171,6 +181,16 @@ func newState(p *plan, from store.Revision, maxBytes int64, retain time.Duration
 // node returns node id. Readers call it under mu.
 func (st *state) node(id uint32) *node { return &st.chunks[id>>chunkBits][id&(chunkSize-1)] }
 
+// setOf returns set id's setSlots, nil when id is not a set. Readers call it under mu.
+func (st *state) setOf(id uint32) *setSlots {
+	i := st.node(id).set
+	if i == 0 {
+		return nil
+	}
+	i--
+	return &st.setChunks[i>>chunkBits][i&(chunkSize-1)]
+}
+
 // lookup returns the node named name, or nil. Readers call it under mu.
 func (st *state) lookup(name []byte) (uint32, *node) {
 	id, ok := st.names.lookup(name)
@@ -187,15 +207,37 @@ func (st *state) intern(name []byte, set bool) uint32 {
 		return id
 	}
 	st.mu.Lock()
-	before := st.names.bytes()
-	id = st.names.add(name, hash)
+	defer st.mu.Unlock()
+	return st.addLocked(name, hash, set)
+}
+
+// internLocked is intern for a caller holding mu.
+func (st *state) internLocked(name []byte, set bool) uint32 {
+	id, hash, ok := st.names.find(name)
+	if ok {
+		return id
+	}
+	return st.addLocked(name, hash, set)
+}
+
+// addLocked adds a node named name, of hash hash, which the names do not hold.
+func (st *state) addLocked(name []byte, hash uint64, set bool) uint32 {
+	id, grown := st.names.add(name, hash)
 	if int(id>>chunkBits) >= len(st.chunks) {
 		st.chunks = append(st.chunks, make([]node, chunkSize))
-		st.bytes.Add(sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize))
+		grown += sizeClass(int64(unsafe.Sizeof(node{})) * chunkSize)
 	}
-	st.node(id).set = set
-	st.mu.Unlock()
-	st.bytes.Add(st.names.bytes() - before)
+	if set {
+		if int(st.nsets>>chunkBits) >= len(st.setChunks) {
+			st.setChunks = append(st.setChunks, make([]setSlots, chunkSize))
+			grown += sizeClass(int64(unsafe.Sizeof(setSlots{})) * chunkSize)
+		}
+		st.nsets++
+		st.node(id).set = st.nsets
+	}
+	if grown != 0 {
+		st.bytes.Add(grown)
+	}
 	return id
 }
 
@@ -234,19 +276,20 @@ type loader struct {
 	named    bool
 }
 
-// load adds relationship x of an indexed relation to a state being built, which holds
-// nothing of it yet: a conditional or expiring one at once, an unconditional one in
-// ld until place.
-func (st *state) load(ld *loader, x *rel.Relationship) {
+// loadLocked adds relationship x of an indexed relation to a state being built, which
+// holds nothing of it yet: a conditional or expiring one at once, an unconditional one
+// in ld until place. The caller holds mu, once for many (no reader can wait on it yet:
+// the state is not published).
+func (st *state) loadLocked(ld *loader, x *rel.Relationship) {
 	c, isSet := st.plan.classify(x)
 	if !ld.named || x.Resource != ld.res || x.Relation != ld.relation {
 		// A set's relationships come one after another: its name is looked up once.
 		st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
-		ld.set, ld.named = st.intern(st.buf, true), true
+		ld.set, ld.named = st.internLocked(st.buf, true), true
 		ld.res, ld.relation = x.Resource, x.Relation
 	}
 	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
-	k := pair{ld.set, st.intern(st.buf, isSet)}
+	k := pair{ld.set, st.internLocked(st.buf, isSet)}
 	if c != member {
 		st.account(k, isSet, c, +1)
 		return
@@ -278,7 +321,7 @@ func (st *state) place(ld *loader, rev store.Revision) {
 	}
 	runs(ld.parents, func(id uint32, sets []uint32) { st.pushParents(id, st.node(id), sets, rev) })
 	runs(ld.children, func(id uint32, children []uint32) {
-		st.pushChildren(id, st.node(id), children, rev)
+		st.pushChildren(id, st.setOf(id), children, rev)
 		st.ups = append(st.ups, id)
 		st.downs = append(st.downs, children...)
 	})
@@ -297,7 +340,7 @@ func (st *state) holds(k pair) bool {
 
 // account adds (sign +1) or removes (-1) relationship k of class c.
 func (st *state) account(k pair, isSet bool, c class, sign int32) {
-	p := st.node(k.set)
+	p := st.setOf(k.set)
 	switch c {
 	case absent:
 		return
@@ -352,13 +395,14 @@ var errTooBig = errors.New("the nested sets alone (their edges and summaries) ne
 func (st *state) finish(rev store.Revision) error {
 	for id, d := range st.pending {
 		n := st.node(id)
-		if len(d.addParents)+len(d.delParents) > 0 && (n.set || !n.dropped) {
+		if len(d.addParents)+len(d.delParents) > 0 && (n.isSet() || !n.dropped) {
 			cur, _ := n.parents.current()
 			st.pushParents(id, n, merge(cur, d.addParents, d.delParents), rev)
 		}
 		if len(d.addChildren)+len(d.delChildren) > 0 {
-			cur, _ := n.children.current()
-			st.pushChildren(id, n, merge(cur, d.addChildren, d.delChildren), rev)
+			sn := st.setOf(id)
+			cur, _ := sn.children.current()
+			st.pushChildren(id, sn, merge(cur, d.addChildren, d.delChildren), rev)
 		}
 	}
 	if len(st.pending) > keptPending {
@@ -367,9 +411,7 @@ func (st *state) finish(rev store.Revision) error {
 	} else {
 		clear(st.pending)
 	}
-	for _, id := range st.closure(st.downs, true) {
-		st.updateAncestors(id, rev)
-	}
+	st.updateAncestors(st.closure(st.downs, true), rev)
 	st.summarize(st.closure(st.ups, false), rev)
 	st.downs, st.ups = nil, nil
 	if t, _ := st.tainted.current(); t != (len(st.conds) > 0) {
@@ -390,21 +432,21 @@ func (st *state) finish(rev store.Revision) error {
 // (a set's are the graph itself and are always held).
 func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision) {
 	cur, _ := n.parents.current()
-	if !n.set && st.bytes.Load()+ids32Bytes(ps) > st.maxBytes {
+	if !n.isSet() && st.bytes.Load()+ids32Bytes(ps) > st.maxBytes {
 		st.entries.Add(-int64(len(cur)))
 		st.drop(id, n, rev)
 		return
 	}
 	st.entries.Add(int64(len(ps) - len(cur)))
 	delta, superseded := n.parents.push(rev, ps, false, ids32Bytes)
-	st.grow(delta, !n.set)
+	st.grow(delta, !n.isSet())
 	if superseded {
 		st.queue = append(st.queue, pruneItem{rev, id, slotParents})
 	}
 }
 
 // pushChildren makes cs set id's children from rev.
-func (st *state) pushChildren(id uint32, n *node, cs []uint32, rev store.Revision) {
+func (st *state) pushChildren(id uint32, n *setSlots, cs []uint32, rev store.Revision) {
 	delta, superseded := n.children.push(rev, cs, false, ids32Bytes)
 	st.bytes.Add(delta)
 	if superseded {
@@ -426,70 +468,19 @@ func (st *state) drop(id uint32, n *node, rev store.Revision) {
 	n.dropped = true
 	var delta int64
 	var superseded bool
-	if n.set {
-		delta, superseded = n.anc.push(rev, nil, true, ids64Bytes)
+	if n.isSet() {
+		delta, superseded = st.setOf(id).anc.push(rev, nil, true, ids64Bytes)
 	} else {
 		delta, superseded = n.parents.push(rev, nil, true, ids32Bytes)
 	}
 	st.grow(delta, true)
 	if superseded {
 		slot := slotParents
-		if n.set {
+		if n.isSet() {
 			slot = slotAnc
 		}
 		st.queue = append(st.queue, pruneItem{rev, id, slot})
 	}
-}
-
-// updateAncestors recomputes set id's ancestors and pushes them if they changed.
-func (st *state) updateAncestors(id uint32, rev store.Revision) {
-	n := st.node(id)
-	if n.dropped {
-		return
-	}
-	anc := st.ancestors(id)
-	cur, _ := n.anc.current()
-	if slices.Equal(anc, cur) {
-		return
-	}
-	if st.bytes.Load()+ids64Bytes(anc) > st.maxBytes {
-		st.entries.Add(-int64(len(cur)))
-		st.drop(id, n, rev)
-		return
-	}
-	st.entries.Add(int64(len(anc) - len(cur)))
-	delta, superseded := n.anc.push(rev, anc, false, ids64Bytes)
-	st.grow(delta, true)
-	if superseded {
-		st.queue = append(st.queue, pruneItem{rev, id, slotAnc})
-	}
-}
-
-// ancestors walks up from set id breadth first, which finds each ancestor at its
-// fewest hops.
-func (st *state) ancestors(id uint32) []uint64 {
-	sc := st.begin()
-	sc.mark[id] = sc.epoch
-	q, qd := append(sc.queue[:0], id), append(sc.queueD[:0], 0)
-	var out []uint64
-	for i := 0; i < len(q); i++ {
-		ps, _ := st.node(q[i]).parents.current()
-		d := qd[i]
-		if d < 255 {
-			d++
-		}
-		for _, p := range ps {
-			if sc.mark[p] == sc.epoch {
-				continue
-			}
-			sc.mark[p] = sc.epoch
-			out = append(out, uint64(p)<<8|uint64(d))
-			q, qd = append(q, p), append(qd, d)
-		}
-	}
-	sc.queue, sc.queueD = q, qd
-	slices.Sort(out)
-	return out
 }
 
 // closure returns the sets reachable from start (down: through children; up: through
@@ -507,10 +498,11 @@ func (st *state) closure(start []uint32, down bool) []uint32 {
 		}
 	}
 	for i := 0; i < len(out); i++ {
-		n := st.node(out[i])
-		next, _ := n.children.current()
-		if !down {
-			next, _ = n.parents.current()
+		var next []uint32
+		if down {
+			next, _ = st.setOf(out[i]).children.current()
+		} else {
+			next, _ = st.node(out[i]).parents.current()
 		}
 		for _, c := range next {
 			if sc.mark[c] != sc.epoch {
@@ -535,7 +527,7 @@ func (st *state) summarize(region []uint32, rev store.Revision) {
 	const onStack, done = 1, 2
 	var visit func(id uint32) summary
 	visit = func(id uint32) summary {
-		n := st.node(id)
+		n := st.setOf(id)
 		if sc.mark[id] != sc.epoch {
 			s, _ := n.sum.current()
 			return s
@@ -569,7 +561,7 @@ func (st *state) summarize(region []uint32, rev store.Revision) {
 	}
 	for _, id := range region {
 		s := visit(id)
-		n := st.node(id)
+		n := st.setOf(id)
 		if cur, _ := n.sum.current(); cur == s {
 			continue
 		}
@@ -625,16 +617,19 @@ func (st *state) prune(horizon store.Revision) {
 	i := 0
 	for ; i < len(st.queue) && st.queue[i].rev <= horizon; i++ {
 		it := st.queue[i]
-		n := st.node(it.id)
+		if it.slot == slotParents {
+			n := st.node(it.id)
+			st.grow(-n.parents.prune(horizon, ids32Bytes), !n.isSet())
+			continue
+		}
+		sn := st.setOf(it.id)
 		switch it.slot {
-		case slotParents:
-			st.grow(-n.parents.prune(horizon, ids32Bytes), !n.set)
 		case slotAnc:
-			st.grow(-n.anc.prune(horizon, ids64Bytes), true)
+			st.grow(-sn.anc.prune(horizon, ids64Bytes), true)
 		case slotChildren:
-			st.bytes.Add(-n.children.prune(horizon, ids32Bytes))
+			st.bytes.Add(-sn.children.prune(horizon, ids32Bytes))
 		default:
-			st.bytes.Add(-n.sum.prune(horizon, summaryBytes))
+			st.bytes.Add(-sn.sum.prune(horizon, summaryBytes))
 		}
 	}
 	st.queue = append(st.queue[:0], st.queue[i:]...)

@@ -33,11 +33,16 @@ func dump(st *state, rev store.Revision) map[string]string {
 		out["(tainted)"] = fmt.Sprintf("%v %v", tainted, ok)
 	}
 	for id := range uint32(st.names.len()) {
-		n := st.node(id)
-		ps, ok1 := n.parents.at(rev)
-		anc, ok2 := n.anc.at(rev)
-		sum, ok3 := n.sum.at(rev)
-		cs, ok4 := n.children.at(rev)
+		ps, ok1 := st.node(id).parents.at(rev)
+		var anc []uint64
+		var sum summary
+		var cs []uint32
+		ok2, ok3, ok4 := true, true, true
+		if sn := st.setOf(id); sn != nil {
+			anc, ok2 = sn.anc.at(rev)
+			sum, ok3 = sn.sum.at(rev)
+			cs, ok4 = sn.children.at(rev)
+		}
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			out[string(st.names.name(id))] = "unknown"
 			continue
