@@ -234,10 +234,7 @@ func (st *fgaStore) compile(m *openfgav1.AuthorizationModel) (*compiledModel, er
 // WriteAuthorizationModel validates a model, gives it a new ULID and stores it.
 // Every problem is listed in the message.
 func (s *Service) WriteAuthorizationModel(ctx context.Context, req *openfgav1.WriteAuthorizationModelRequest) (*openfgav1.WriteAuthorizationModelResponse, error) {
-	if err := validated(req); err != nil {
-		return nil, err
-	}
-	st, err := s.store(req.GetStoreId())
+	st, err := s.storeFor(req)
 	if err != nil {
 		return nil, err
 	}
@@ -274,10 +271,7 @@ func modelProblems(problems []fga.Problem) error {
 
 // ReadAuthorizationModel returns one model.
 func (s *Service) ReadAuthorizationModel(ctx context.Context, req *openfgav1.ReadAuthorizationModelRequest) (*openfgav1.ReadAuthorizationModelResponse, error) {
-	if err := validated(req); err != nil {
-		return nil, err
-	}
-	st, err := s.store(req.GetStoreId())
+	st, err := s.storeFor(req)
 	if err != nil {
 		return nil, err
 	}
@@ -330,10 +324,7 @@ func (s *Service) ReadAuthorizationModels(ctx context.Context, req *openfgav1.Re
 
 // WriteAssertions replaces a model's assertions.
 func (s *Service) WriteAssertions(ctx context.Context, req *openfgav1.WriteAssertionsRequest) (*openfgav1.WriteAssertionsResponse, error) {
-	if err := validated(req); err != nil {
-		return nil, err
-	}
-	st, err := s.store(req.GetStoreId())
+	st, err := s.storeFor(req)
 	if err != nil {
 		return nil, err
 	}
@@ -368,10 +359,7 @@ func (s *Service) WriteAssertions(ctx context.Context, req *openfgav1.WriteAsser
 
 // ReadAssertions returns a model's assertions (none when none were written).
 func (s *Service) ReadAssertions(ctx context.Context, req *openfgav1.ReadAssertionsRequest) (*openfgav1.ReadAssertionsResponse, error) {
-	if err := validated(req); err != nil {
-		return nil, err
-	}
-	st, err := s.store(req.GetStoreId())
+	st, err := s.storeFor(req)
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,20 @@ func (s *Service) store(id string) (*fgaStore, error) {
 	return nil, storeNotFound()
 }
 
+// storeRequest is a request naming a store.
+type storeRequest interface {
+	Validate() error
+	GetStoreId() string
+}
+
+// storeFor validates req and returns the store it names.
+func (s *Service) storeFor(req storeRequest) (*fgaStore, error) {
+	if err := validated(req); err != nil {
+		return nil, err
+	}
+	return s.store(req.GetStoreId())
+}
+
 // Store is what other APIs serving OpenFGA's stores (AuthZEN's) need of one: its
 // engine, a reader at the revision consistency picks, and the model a request runs
 // with (modelID "" for the latest).

@@ -100,10 +100,7 @@ func (s *Service) CreateStore(ctx context.Context, req *openfgav1.CreateStoreReq
 
 // GetStore describes a store.
 func (s *Service) GetStore(ctx context.Context, req *openfgav1.GetStoreRequest) (*openfgav1.GetStoreResponse, error) {
-	if err := validated(req); err != nil {
-		return nil, err
-	}
-	st, err := s.store(req.GetStoreId())
+	st, err := s.storeFor(req)
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +113,7 @@ func (s *Service) GetStore(ctx context.Context, req *openfgav1.GetStoreRequest) 
 
 // UpdateStore renames a store; the name is kept in its document.
 func (s *Service) UpdateStore(ctx context.Context, req *openfgav1.UpdateStoreRequest) (*openfgav1.UpdateStoreResponse, error) {
-	if err := validated(req); err != nil {
-		return nil, err
-	}
-	st, err := s.store(req.GetStoreId())
+	st, err := s.storeFor(req)
 	if err != nil {
 		return nil, err
 	}
