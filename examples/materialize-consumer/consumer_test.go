@@ -13,7 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"github.com/jackc/pgx/v5"
@@ -137,15 +136,8 @@ func (r *running) stop(t *testing.T) {
 // schema change, kills the run in the transaction that swaps the rebuilt tables in,
 // and checks the tables the next run serves the same way.
 func TestConsumerMatchesLookupResources(t *testing.T) {
-	l := startLatch(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := l.schema.WriteSchema(ctx, &v1.WriteSchemaRequest{Schema: testSchema}); err != nil {
-		t.Fatal(err)
-	}
-	requireMaterialize(ctx, t, l)
 	rnd := rand.New(rand.NewPCG(33, 5))
-	seed(ctx, t, l, rnd)
+	l, ctx := startSeeded(t, rnd)
 
 	kill := &killer{}
 	cfg, err := pgxpool.ParseConfig(pgtest.Get(t).NewDatabase(t, "", nil))
@@ -243,14 +235,7 @@ func TestConsumerMatchesLookupResources(t *testing.T) {
 // it has stored some revisions, starts it again, and checks the join against
 // LookupResources once it has caught up; a SIGTERM then ends it cleanly.
 func TestConsumerProcessKilled(t *testing.T) {
-	l := startLatch(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := l.schema.WriteSchema(ctx, &v1.WriteSchemaRequest{Schema: testSchema}); err != nil {
-		t.Fatal(err)
-	}
-	requireMaterialize(ctx, t, l)
-	seed(ctx, t, l, rand.New(rand.NewPCG(4, 4)))
+	l, ctx := startSeeded(t, rand.New(rand.NewPCG(4, 4)))
 	uri := pgtest.Get(t).NewDatabase(t, "", nil)
 	db, err := pgxpool.New(ctx, uri)
 	if err != nil {
@@ -303,14 +288,7 @@ func TestConsumerProcessKilled(t *testing.T) {
 // fails with OUT_OF_RANGE, the consumer looks the sets up afresh into new tables, and
 // its join equals LookupResources again.
 func TestConsumerStartsOverFromAnUnknownRevision(t *testing.T) {
-	l := startLatch(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := l.schema.WriteSchema(ctx, &v1.WriteSchemaRequest{Schema: testSchema}); err != nil {
-		t.Fatal(err)
-	}
-	requireMaterialize(ctx, t, l)
-	seed(ctx, t, l, rand.New(rand.NewPCG(5, 5)))
+	l, ctx := startSeeded(t, rand.New(rand.NewPCG(5, 5)))
 	db, err := pgxpool.New(ctx, pgtest.Get(t).NewDatabase(t, "", nil))
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,22 @@ func startLatch(t *testing.T) *latch {
 	return &latch{addr: addr, conn: conn, perms: v1.NewPermissionsServiceClient(conn), schema: v1.NewSchemaServiceClient(conn), sets: v0.NewWatchPermissionSetsServiceClient(conn)}
 }
 
+// startSeeded starts latch with the test schema and the starting data rnd draws
+// (skipping the test when latch does not serve the Materialize API), and returns it
+// with a context that ends with the test or after two minutes.
+func startSeeded(t *testing.T, rnd *rand.Rand) (*latch, context.Context) {
+	t.Helper()
+	l := startLatch(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := l.schema.WriteSchema(ctx, &v1.WriteSchemaRequest{Schema: testSchema}); err != nil {
+		t.Fatal(err)
+	}
+	requireMaterialize(ctx, t, l)
+	seed(ctx, t, l, rnd)
+	return l, ctx
+}
+
 // requireMaterialize skips the test when latch does not serve the Materialize API.
 func requireMaterialize(ctx context.Context, t *testing.T, l *latch) {
 	t.Helper()
