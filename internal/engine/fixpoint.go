@@ -31,6 +31,10 @@ func newFixpoint[K comparable, V any](empty func() V, merge func(known, round V)
 	}
 }
 
+// done reports whether k's value is computed: final until a round that saw an older
+// value of a key it depends on computes it again.
+func (f *fixpoint[K, V]) done(k K) bool { return f.computed[k] }
+
 // get returns k's value, computing it with compute (which may call get recursively).
 // after, if not nil, is called with the known value after every round.
 func (f *fixpoint[K, V]) get(ctx context.Context, k K, compute func() (V, error), after func(V) error) (V, error) {

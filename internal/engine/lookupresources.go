@@ -883,12 +883,23 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 // walkBack reads the relationships of resType#relation whose subjects are among the
 // objects in sub, relation from's objects so far (narrowed by sf), and ORs into out
 // each resource's outcome: the relationship's caveat AND the subject object's outcome.
-// The subjects granted in an earlier walk of the same relationships from the same
-// relation (the round before of a fixpoint, which meets them again) are not read
-// again: what they gave is ORed in from the walk's memo. A relation's objects only gain
-// or upgrade their outcomes during a lookup, and granted is the most they reach, so
-// what a granted subject's relationships give never changes.
+// While from's objects are still being found (sub is what a round of its fixpoint
+// knows so far, and the next round walks again from more), the subjects granted in an
+// earlier walk of the same relationships from the same relation are not read again:
+// what they gave is ORed in from the walk's memo. A relation's objects only gain or
+// upgrade their outcomes during a lookup, and granted is the most they reach, so what a
+// granted subject's relationships give never changes.
 func (l *reverseLookup) walkBack(ctx context.Context, from *ir.Relation, resType, relation string, sf *store.SubjectFilter, sub results, out results) error {
+	into := func(dst results) func(string, outcome) error {
+		return func(id string, o outcome) error {
+			dst.put(id, or(dst.get(id), o))
+			return nil
+		}
+	}
+	if l.sets.done(from) {
+		// from's objects are final: no round walks again from more of them.
+		return l.walkBackEach(ctx, resType, relation, sf, sub, false, into(out))
+	}
 	k := walkKey{from, resType, relation, sf.Type, sf.Relation, sf.RelationSet}
 	m := l.walked[k]
 	if m == nil {
@@ -902,12 +913,6 @@ func (l *reverseLookup) walkBack(ctx context.Context, from *ir.Relation, resType
 			other = append(other, id)
 		case !m.done[id]:
 			granted = append(granted, id)
-		}
-	}
-	into := func(dst results) func(string, outcome) error {
-		return func(id string, o outcome) error {
-			dst.put(id, or(dst.get(id), o))
-			return nil
 		}
 	}
 	found := results{}
