@@ -63,12 +63,7 @@ func (ev *evaluator) appendReads(p *ir.Relation, out *[]*ir.Relation, budget int
 		}
 		return true
 	}
-	x := p.Rewrite
-	operands := []*ir.Expr{x}
-	if x.Kind == ir.Union {
-		operands = x.Children
-	}
-	for _, c := range operands {
+	for _, c := range unionOperands(p.Rewrite) {
 		switch {
 		case c.Kind == ir.Arrow:
 			// OpenFGA reads nothing for it: it is not one step from the subject
@@ -240,17 +235,18 @@ func (ev *evaluator) recursiveSet(a ir.AllowedSubject) ([]*ir.Relation, bool) {
 // readsStored reports whether permission p reads stored relation r directly or in a
 // union (p's relation is r's).
 func readsStored(p, r *ir.Relation) bool {
-	x := p.Rewrite
-	operands := []*ir.Expr{x}
-	if x != nil && x.Kind == ir.Union {
-		operands = x.Children
+	if p.Rewrite == nil {
+		return false
 	}
-	for _, c := range operands {
-		if c != nil && c.Kind == ir.Ref && c.Rel == r {
-			return true
-		}
+	return slices.ContainsFunc(unionOperands(p.Rewrite), func(c *ir.Expr) bool { return c.Kind == ir.Ref && c.Rel == r })
+}
+
+// unionOperands is x's operands when it is a union, else x alone.
+func unionOperands(x *ir.Expr) []*ir.Expr {
+	if x.Kind == ir.Union {
+		return x.Children
 	}
-	return false
+	return []*ir.Expr{x}
 }
 
 // object is an object of any type, as OpenFGA's recursive walk names them.
@@ -350,11 +346,13 @@ func (ev *evaluator) walkSets(ctx context.Context, r *ir.Relation, sets []ir.All
 			return outErr, nil
 		}
 		unread := map[string][]string{}
+		queued := map[object]bool{}
 		for _, x := range level {
 			if x.typ == r.Def.Name && side.holds[x.id] {
 				return outHas, nil
 			}
-			if _, ok := named[x]; !ok && !slices.Contains(unread[x.typ], x.id) {
+			if _, ok := named[x]; !ok && !queued[x] {
+				queued[x] = true
 				unread[x.typ] = append(unread[x.typ], x.id)
 			}
 		}
