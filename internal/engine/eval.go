@@ -285,10 +285,21 @@ func (ev *evaluator) evaluate(ctx context.Context, r *ir.Relation, ids []string,
 	if ev.fga {
 		return ev.evaluateOpenFGA(ctx, r, ids, depth)
 	}
-	if r.IsPermission() {
-		return ev.expr(ctx, r.Def, r.Rewrite, ids, depth)
+	if !r.IsPermission() {
+		return ev.direct(ctx, r, ids, depth)
 	}
-	return ev.direct(ctx, r, ids, depth)
+	out, rest, err := ev.chained(ctx, r, ids, depth)
+	if err != nil || len(rest) == 0 {
+		return out, err
+	}
+	res, err := ev.expr(ctx, r.Def, r.Rewrite, rest, depth)
+	if err != nil || out == nil {
+		return res, err
+	}
+	for id, o := range res {
+		out.put(id, o)
+	}
+	return out, nil
 }
 
 // forget drops what the evaluator remembers of the subproblems it answered and the

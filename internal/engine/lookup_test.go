@@ -555,6 +555,19 @@ func lsMembership(concrete map[string]engine.Result, wild *engine.FoundSubject, 
 	return m
 }
 
+// parseRels parses relationships written in relationship syntax.
+func parseRels(t *testing.T, lines ...string) []rel.Relationship {
+	t.Helper()
+	out := make([]rel.Relationship, len(lines))
+	for i, l := range lines {
+		var err error
+		if out[i], err = rel.Parse(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
 // lookupFixture compiles src and writes rels (in relationship syntax) to a memory store.
 func lookupFixture(t *testing.T, src string, rels ...string) (*ir.Schema, store.Reader) {
 	t.Helper()
@@ -562,13 +575,7 @@ func lookupFixture(t *testing.T, src string, rels ...string) (*ir.Schema, store.
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed := make([]rel.Relationship, len(rels))
-	for i, x := range rels {
-		if parsed[i], err = rel.Parse(x); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, reader := memoryReader(t, parsed)
+	st, reader := memoryReader(t, parseRels(t, rels...))
 	t.Cleanup(func() { st.Close() })
 	return s, reader
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
@@ -28,7 +29,9 @@ type SetIndex interface {
 	// subject sets are all of r) nested in r on id at rev at any depth, exactly as the
 	// reads of subject sets of a walk down from it would reach them (none caveated or
 	// expiring), with the set edges of the longest chain down from it and whether a
-	// cycle is reachable from it; or false when the index cannot say so.
+	// cycle is reachable from it; or false when the index cannot say so. Asked of the
+	// tupleset r of a chain arrow (ir.Relation.ChainArrow), it answers likewise the
+	// objects the arrow reaches from id through r at any depth.
 	Descendants(ctx context.Context, rev store.Revision, r *ir.Relation, id string) (ids []string, longest int, cyclic, known bool)
 }
 
@@ -103,4 +106,86 @@ func (ev *evaluator) indexedSets(ctx context.Context, r *ir.Relation) ([][]strin
 		levels[hops[i]] = append(levels[hops[i]], id)
 	}
 	return levels, true
+}
+
+// chained answers permission r over ids through the index where r follows a chain of
+// objects of its own type back into itself (ir.Relation.ChainArrow, folders in
+// folders): r holds on an object exactly when one of its other operands holds on the
+// object or on an object the chain reaches from it, so they are evaluated once, over
+// all of those objects, at the depth evaluation reaches the farthest with. The ids it
+// leaves (rest) are evaluated as usual: those the index cannot answer for or whose
+// chain meets a cycle, and those no object grants where some operand's answer is
+// neither yes nor no (a caveat, an error, the depth limit), which the order of
+// evaluation's branches decides. Without an index, or traced, it leaves every id.
+func (ev *evaluator) chained(ctx context.Context, r *ir.Relation, ids []string, depth int) (out results, rest []string, err error) {
+	if ev.index == nil || ev.tr != nil || (ev.subject.Relation == r.Name && ev.subject.Object.Type == r.Def.Name) {
+		return nil, ids, nil
+	}
+	arrow := r.ChainArrow()
+	if arrow == nil {
+		return nil, ids, nil
+	}
+	// all holds each answered id followed by the objects its chain reaches, at
+	// spans[i] for ids[i] (empty when left).
+	all := make([]string, 0, 8*len(ids))
+	spans := make([][2]int, len(ids))
+	longest := 0
+	for i, id := range ids {
+		reached, l, cyclic, known := ev.index.Descendants(ctx, ev.r.Revision(), arrow.TuplesetRel, id)
+		if !known || cyclic {
+			rest = append(rest, id)
+			continue
+		}
+		spans[i] = [2]int{len(all), len(all) + 1 + len(reached)}
+		all = append(append(all, id), reached...)
+		longest = max(longest, l)
+	}
+	// The farthest object is evaluated with depth-longest hops left, and no branch
+	// below it needs more than the others do: where none meets the depth limit there,
+	// none does nearer.
+	if len(all) == 0 || depth-longest <= 0 {
+		return nil, ids, nil
+	}
+	acc := results{}
+	pending := dedupe(slices.Clone(all))
+	for _, c := range r.Rewrite.Children {
+		if c == arrow || len(pending) == 0 {
+			continue
+		}
+		res, err := ev.expr(ctx, r.Def, c, pending, depth-longest)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range pending {
+			acc.put(id, or(acc.get(id), res.get(id)))
+		}
+		pending = slices.DeleteFunc(pending, func(id string) bool { return acc.get(id).st == has })
+	}
+	out = make(results, len(ids))
+	for i, id := range ids {
+		sp := spans[i]
+		if sp[1] == 0 {
+			continue
+		}
+		granted, unsure := false, false
+		for _, a := range all[sp[0]:sp[1]] {
+			switch acc.get(a).st {
+			case has:
+				granted = true
+			case no:
+			default:
+				unsure = true
+			}
+			if granted {
+				break
+			}
+		}
+		switch {
+		case granted:
+			out.put(id, outHas)
+		case unsure:
+			rest = append(rest, id)
+		}
+	}
+	return out, rest, nil
 }

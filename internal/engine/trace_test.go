@@ -39,15 +39,7 @@ definition doc {
 
 func traceData(t *testing.T, lines ...string) sliceReader {
 	t.Helper()
-	out := make(sliceReader, 0, len(lines))
-	for _, l := range lines {
-		r, err := rel.Parse(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return parseRels(t, lines...)
 }
 
 var traceRelationships = []string{

@@ -174,7 +174,7 @@ func (x *Index) follow(ctx context.Context, w store.Watcher) error {
 func (st *state) apply(ch store.Change) error {
 	for i := range ch.Updates {
 		u := &ch.Updates[i]
-		if st.plan.indexes(u.Relationship.Resource.Type, u.Relationship.Relation) {
+		if st.plan.holds(u.Relationship.Resource.Type, u.Relationship.Relation) {
 			st.change(&u.Relationship, u.Op == store.ChangeDelete)
 		}
 	}
@@ -189,8 +189,11 @@ func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state,
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]relKey, 0, len(p.rels))
+	keys := make([]relKey, 0, len(p.rels)+len(p.chains))
 	for k := range p.rels {
+		keys = append(keys, k)
+	}
+	for k := range p.chains {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b relKey) int { return cmpKey(a, b) })
@@ -402,19 +405,18 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 // rev at any depth, as a lookup's reads of subject sets would reach them from it (each
 // unconditional), in id order, with the set edges of the longest chain down from it
 // and whether a cycle is reachable from it (a walk would follow it round until its
-// depth limit); or false when the index cannot say so exactly (see Sets). Only a
-// relation whose subject sets are all of itself is asked: the sets nested in it are
-// all of it.
+// depth limit); or false when the index cannot say so exactly: it cannot read rev
+// (see View), or a relationship on the set or below it is caveated, expiring or names
+// a subject set the index does not hold. Only a
+// relation whose subject sets are all of itself is asked, or a chain (plan), whose
+// descendants on id are the objects its arrow reaches from id: the sets nested in it
+// are all of it.
 func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relation, id string) (ids []string, longest int, cyclic, known bool) {
 	st := x.cur.Load()
-	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
+	if st == nil || !st.plan.holds(r.Def.Name, r.Name) {
 		return nil, 0, false, false
 	}
 	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
-		x.fallbacks.Add(1)
-		return nil, 0, false, false
-	}
-	if tainted, ok := st.tainted.at(rev); !ok || tainted {
 		x.fallbacks.Add(1)
 		return nil, 0, false, false
 	}
@@ -424,6 +426,10 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 	if n == nil {
 		x.answers.Add(1)
 		return nil, 0, false, true
+	}
+	if !st.clean(root, rev) {
+		x.fallbacks.Add(1)
+		return nil, 0, false, false
 	}
 	d := descent{st: st, rev: rev, height: map[uint32]int32{}}
 	h, known := d.walk(root)
@@ -451,6 +457,27 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 	slices.Sort(ids)
 	x.answers.Add(1)
 	return ids, int(h), false, true
+}
+
+// clean reports whether every relationship on set id or below it at rev is
+// unconditional, so that the sets nested in it are all its descendants in the set
+// graph: by its summary, or for a set that reaches a cycle (whose summary cannot
+// tell), by no relationship the index holds being caveated or expiring. The caller
+// holds mu.
+func (st *state) clean(id uint32, rev store.Revision) bool {
+	sn := st.setOf(id)
+	if sn == nil {
+		return false
+	}
+	s, ok := sn.sum.at(rev)
+	if !ok {
+		return false
+	}
+	if s.height != inf {
+		return s.taint == absent
+	}
+	tainted, ok := st.tainted.at(rev)
+	return ok && !tainted
 }
 
 // descent is one walk down the set graph at a revision, under the state's read lock:

@@ -251,7 +251,7 @@ func (st *state) change(x *rel.Relationship, del bool) {
 	}
 	st.buf = setName(st.buf[:0], x.Resource.Type, x.Resource.ID, x.Relation)
 	p := st.intern(st.buf, true)
-	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
+	st.buf = st.plan.subjectName(st.buf[:0], x)
 	k := pair{p, st.intern(st.buf, isSet)}
 	old, ok := st.conds[k]
 	if !ok && st.holds(k) {
@@ -288,7 +288,7 @@ func (st *state) loadLocked(ld *loader, x *rel.Relationship) {
 		ld.set, ld.named = st.internLocked(st.buf, true), true
 		ld.res, ld.relation = x.Resource, x.Relation
 	}
-	st.buf = setName(st.buf[:0], x.Subject.Object.Type, x.Subject.Object.ID, x.Subject.Relation)
+	st.buf = st.plan.subjectName(st.buf[:0], x)
 	k := pair{ld.set, st.internLocked(st.buf, isSet)}
 	if c != member {
 		st.account(k, isSet, c, +1)

@@ -33,6 +33,10 @@ type Options struct {
 	// Nested makes every definition's first relation admit its own subject set
 	// (`relation rel0: ... | def0#rel0`, nested groups), besides what it draws.
 	Nested bool
+	// Chains gives every definition a relation `parent` of objects of its own type, which
+	// its first permission follows back into itself (`perm0 = ... + parent->perm0`, folders
+	// in folders).
+	Chains bool
 }
 
 // AllTraits uses every trait the generator knows.
@@ -99,6 +103,18 @@ func (g *Gen) Schema() string {
 			slices.Sort(types)
 			g.Allowed[d+"#"+r] = slices.Compact(types)
 		}
+		if g.Opts.Chains {
+			types := []string{d}
+			if g.Opts.Expiration && g.Rnd.IntN(4) == 0 {
+				types = append(types, d+" with expiration")
+			}
+			if g.Opts.Caveats && g.Rnd.IntN(4) == 0 {
+				types = append(types, d+" with flagged")
+			}
+			g.Rels[d] = append(g.Rels[d], "parent")
+			g.Plain[d] = append(g.Plain[d], "parent")
+			g.Allowed[d+"#parent"] = types
+		}
 	}
 	return g.write()
 }
@@ -120,8 +136,12 @@ func (g *Gen) write() string {
 		for _, r := range g.Rels[d] {
 			fmt.Fprintf(&b, "\trelation %s: %s\n", r, strings.Join(g.Allowed[d+"#"+r], " | "))
 		}
-		for _, p := range g.Perms[d] {
-			fmt.Fprintf(&b, "\tpermission %s = %s\n", p, g.permission(d, p))
+		for i, p := range g.Perms[d] {
+			x := g.permission(d, p)
+			if g.Opts.Chains && i == 0 {
+				x += " + parent->" + p
+			}
+			fmt.Fprintf(&b, "\tpermission %s = %s\n", p, x)
 		}
 		b.WriteString("}\n\n")
 	}

@@ -198,6 +198,44 @@ func (r *Relation) WildcardsOnly() bool {
 	return true
 }
 
+// ChainArrow returns the arrow by which permission r follows a chain of objects of
+// its own type back into itself (on folder, `permission view = viewer + parent->view`
+// with `relation parent: folder`): an operand `t->r` of r's rewrite, a union, whose
+// tupleset t is a relation admitting only objects of r's type. Such an r holds on an
+// object exactly when its other operands hold on the object or on an object the chain
+// reaches from it. Nil when r has no such arrow, or more than one.
+func (r *Relation) ChainArrow() *Expr {
+	x := r.Rewrite
+	if x == nil || x.Kind != Union {
+		return nil
+	}
+	var found *Expr
+	for _, c := range x.Children {
+		if c.Kind != Arrow || c.ArrowKind != ArrowAny || c.TargetOn(r.Def) != r || !c.TuplesetRel.objectsOf(r.Def) {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = c
+	}
+	return found
+}
+
+// objectsOf reports whether r is a relation admitting only objects of d (no subject
+// sets, no wildcards).
+func (r *Relation) objectsOf(d *Definition) bool {
+	if r == nil || r.IsPermission() || len(r.Allowed) == 0 {
+		return false
+	}
+	for _, a := range r.Allowed {
+		if a.Def != d || a.Relation != "" || a.Wildcard {
+			return false
+		}
+	}
+	return true
+}
+
 // AllowedSubject is one entry of a relation's type list: `user`, `group#member`,
 // `user:*`, optionally `with caveat`, `with expiration` or both, with the names
 // resolved.
