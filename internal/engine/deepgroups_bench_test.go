@@ -80,26 +80,62 @@ func BenchmarkCheckDeepGroups(b *testing.B) {
 		},
 	}
 	var onPebble *socialFixture
+	var index *materialize.Index
 	parent := b
-	for _, store := range []string{"memory", "pebble"} {
+	for _, store := range []string{"memory", "memory-index", "pebble"} {
 		for _, kind := range []string{"negative", "positive", "top-group"} {
 			b.Run(kind+"-"+store, func(b *testing.B) {
 				f := loadDeepGroups(b)
-				if store == "pebble" {
+				eng := engine.New(engine.Config{})
+				switch store {
+				case "pebble":
 					if onPebble == nil {
 						onPebble = loadDeepPebble(parent, ds)
 					}
 					f = *onPebble
+				case "memory-index":
+					if index == nil {
+						index = startDeepIndex(parent, f)
+					}
+					eng = engine.New(engine.Config{Index: index})
 				}
 				rnd = rand.New(rand.NewPCG(7, 7)) // the same checks in every run, for benchstat
 				items := make([]engine.CheckRequest, 1024)
 				for i := range items {
 					items[i] = draws[kind]()
 				}
-				benchmarkChecks(b, f, items)
+				benchmarkChecks(b, eng, f, items)
 			})
 		}
 	}
+}
+
+// startDeepIndex builds the index of nested sets over f (the memory store's deepgroups
+// data set), following it until b ends.
+func startDeepIndex(b *testing.B, f socialFixture) *materialize.Index {
+	b.Helper()
+	x := materialize.New(materialize.Config{
+		Store:    deepStore,
+		SchemaAt: func(context.Context, store.Revision) (*ir.Schema, error) { return f.s, nil },
+		Retain:   time.Hour,
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.Run(ctx)
+	}()
+	b.Cleanup(func() {
+		stop()
+		<-done
+	})
+	for st := x.Stats(); !st.Ready || st.Applied < f.reader.Revision(); st = x.Stats() {
+		if st.Off {
+			b.Fatal("the index turned itself off")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return x
 }
 
 // loadDeepPebble builds ds in a pebble store in a directory of b's, closed when b ends.
@@ -117,11 +153,10 @@ func loadDeepPebble(b *testing.B, ds dataset.Dataset) *socialFixture {
 	return &f
 }
 
-// benchmarkChecks asks items in turn of an engine without a cache. Besides the time it
+// benchmarkChecks asks items in turn of eng (without a cache). Besides the time it
 // reports the process's CPU time per check (cpu-ns/op), which a machine loaded by other
 // work disturbs far less than the time.
-func benchmarkChecks(b *testing.B, f socialFixture, items []engine.CheckRequest) {
-	eng := engine.New(engine.Config{})
+func benchmarkChecks(b *testing.B, eng *engine.Engine, f socialFixture, items []engine.CheckRequest) {
 	ctx := context.Background()
 	allowed := 0
 	b.ReportAllocs()
@@ -169,27 +204,7 @@ func processCPU() int64 {
 func BenchmarkLookupDeepGroups(b *testing.B) {
 	f := loadDeepGroups(b)
 	ctx := context.Background()
-	x := materialize.New(materialize.Config{
-		Store:    deepStore,
-		SchemaAt: func(context.Context, store.Revision) (*ir.Schema, error) { return f.s, nil },
-		Retain:   time.Hour,
-	})
-	ictx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		x.Run(ictx)
-	}()
-	b.Cleanup(func() {
-		stop()
-		<-done
-	})
-	for st := x.Stats(); !st.Ready || st.Applied < f.reader.Revision(); st = x.Stats() {
-		if st.Off {
-			b.Fatal("the index turned itself off")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	x := startDeepIndex(b, f)
 	engines := []struct {
 		name string
 		e    *engine.Engine

@@ -390,10 +390,10 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 	}
 	ids, hops = make([]string, 0, len(v.reach)), make([]uint8, 0, len(v.reach))
 	st.mu.RLock()
-	for set, d := range v.reach {
-		if id, ok := idIn(st.names.name(set), r); ok {
+	for _, e := range v.reach {
+		if id, ok := idIn(st.names.name(uint32(e>>8)), r); ok {
 			ids = append(ids, id)
-			hops = append(hops, d)
+			hops = append(hops, uint8(e))
 		}
 	}
 	st.mu.RUnlock()
@@ -565,9 +565,10 @@ func (st *state) reached(ctx context.Context, rev store.Revision, wait time.Dura
 type view struct {
 	st  *state
 	rev store.Revision
-	// reach maps each set holding the subject, directly or through nested sets, to the
-	// fewest hops from it to a set holding the subject directly.
-	reach              map[uint32]uint8
+	// reach holds each set holding the subject, directly or through nested sets, with
+	// the fewest hops from it to a set holding the subject directly (set<<8 | hops), in
+	// order: sorted, a few dozen entries cost less than a map's.
+	reach              []uint64
 	buf                []byte
 	fallbacks, answers *atomic.Int64
 }
@@ -593,7 +594,6 @@ func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
 			return nil
 		}
 		for _, g := range ps {
-			v.add(g, 0)
 			sn := st.setOf(g)
 			if sn == nil {
 				return nil
@@ -602,21 +602,24 @@ func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
 			if !ok {
 				return nil
 			}
-			for _, e := range anc {
-				v.add(uint32(e>>8), uint8(e))
-			}
+			// An ancestor's entry is its set and its hops from g, as reach's are.
+			v.reach = append(append(v.reach, uint64(g)<<8), anc...)
 		}
 	}
+	// Sorted, a set's fewest hops come first: keep those.
+	slices.Sort(v.reach)
+	v.reach = slices.CompactFunc(v.reach, func(a, b uint64) bool { return a>>8 == b>>8 })
 	return v
 }
 
-func (v *view) add(set uint32, hops uint8) {
-	if v.reach == nil {
-		v.reach = map[uint32]uint8{}
+// find returns the fewest hops from set to a set holding the subject directly, or
+// false when set does not hold it.
+func (v *view) find(set uint32) (uint8, bool) {
+	i, _ := slices.BinarySearch(v.reach, uint64(set)<<8)
+	if i < len(v.reach) && uint32(v.reach[i]>>8) == set {
+		return uint8(v.reach[i]), true
 	}
-	if d, ok := v.reach[set]; !ok || hops < d {
-		v.reach[set] = hops
-	}
+	return 0, false
 }
 
 // member answers whether the subject is in relation r of the object id, reached with
@@ -653,7 +656,7 @@ func (v *view) member(r *ir.Relation, id string, depth int) (yes, known bool) {
 		v.fallbacks.Add(1)
 		return false, false
 	}
-	if d, in := v.reach[nid]; in && int(d) < depth {
+	if d, in := v.find(nid); in && int(d) < depth {
 		v.answers.Add(1)
 		return true, true
 	} else if in || s.taint != absent || int(s.height) >= depth {
