@@ -140,9 +140,9 @@ func (ev *evaluator) chained(ctx context.Context, r *ir.Relation, ids []string, 
 		all = append(append(all, id), reached...)
 		longest = max(longest, l)
 	}
-	// The farthest object is evaluated with depth-longest hops left, and no branch
-	// below it needs more than the others do: where none meets the depth limit there,
-	// none does nearer.
+	// Every object is asked with the depth left at the farthest, the least any is
+	// reached with: an answer found there without meeting the depth limit is the
+	// answer at any greater depth.
 	if len(all) == 0 || depth-longest <= 0 {
 		return nil, ids, nil
 	}
