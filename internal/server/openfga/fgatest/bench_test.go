@@ -17,6 +17,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/bench/dataset"
 	"github.com/latch-authz/latch/internal/rel"
+	"github.com/latch-authz/latch/internal/store/postgres"
 	"github.com/latch-authz/latch/internal/store/postgres/pgtest"
 )
 
@@ -50,13 +51,18 @@ type interaction
 
 // BenchmarkSocialCheck measures OpenFGA's Check over gRPC on the social workload (the
 // data of `latch bench gen social`, the request mix of workloads/social.yaml, 16 in
-// flight) against latch on its memory store, in this process, and, with bin/openfga and
-// PostgreSQL, against the real OpenFGA on PostgreSQL: checks/s and p95 per target.
+// flight) against latch on its memory store and on PostgreSQL, in this process, and,
+// with bin/openfga, against the real OpenFGA on the same PostgreSQL: checks/s and p95
+// per target.
 //
 //	go test ./internal/server/openfga/fgatest -run '^$' -bench SocialCheck -benchtime 20s -fga.users 100000
 func BenchmarkSocialCheck(b *testing.B) {
 	b.Run("latch-memory", func(b *testing.B) {
 		benchSocial(b, startLatch(b).Client)
+	})
+	b.Run("latch-postgres", func(b *testing.B) {
+		uri := pgtest.Own(b).NewDatabase(b, "latch_migrated", postgres.Migrate)
+		benchSocial(b, startLatchOn(b, "postgres", uri).Client)
 	})
 	b.Run("openfga-postgres", func(b *testing.B) {
 		bin := OpenFGABinary(b)
