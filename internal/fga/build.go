@@ -6,11 +6,10 @@ import (
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
-// schema builds the IR of a validated model: per type, in the model's order, a
+// schema builds the IR of a validated model, with OpenFGA's strategies st: per type, in the model's order, a
 // permission per relation (name order) and, for each relation assignable directly,
 // the stored relation of its tuples.
-func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
-	st := newStrategies(c.m)
+func (c *compiler) schema(st strategies, caveats []*ir.Caveat) *ir.Schema {
 	defs := make([]*ir.Definition, 0, len(c.m.GetTypeDefinitions()))
 	for _, td := range c.m.GetTypeDefinitions() {
 		d := &ir.Definition{Name: td.GetType()}

@@ -32,12 +32,23 @@ func ListObjects(ctx context.Context, e *engine.Engine, m *Model, r store.Reader
 // stops it with that error. A result that depends on condition parameters the
 // request lacks stops it with an engine.MissingParamsError.
 //
-// The engine's lookup may refuse data it cannot follow within the depth limit,
-// which OpenFGA resolves; then every object of the type in the store not yet
-// yielded is checked instead, each check resolving cycles as OpenFGA does.
+// Where OpenFGA answers by its ListObjects pipeline (pipelineObjects), so does this,
+// whole before the first object is yielded. Elsewhere the engine looks the objects
+// up; its lookup may refuse data it cannot follow within the depth limit, which
+// OpenFGA resolves; then every object of the type in the store not yet yielded is
+// checked instead, each check resolving cycles as OpenFGA does.
 func StreamObjects(ctx context.Context, e *engine.Engine, m *Model, r store.Reader, req engine.LookupResourcesRequest, yield func(id string) error) error {
+	ids, err := pipelineObjects(ctx, m, r, req.ResourceType, req.Permission, req.Subject, req.Context)
+	if !errors.Is(err, errNoPipeline) {
+		for _, id := range ids {
+			if err == nil {
+				err = yield(id)
+			}
+		}
+		return err
+	}
 	sent := map[string]bool{}
-	err := e.LookupResources(ctx, m.Schema, r, req, func(f engine.FoundResource) error {
+	err = e.LookupResources(ctx, m.Schema, r, req, func(f engine.FoundResource) error {
 		if f.Result.Membership == engine.Conditional {
 			return missingError(f.Result.Missing)
 		}

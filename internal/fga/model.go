@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
+	"github.com/openfga/language/pkg/go/graph"
 
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
@@ -38,6 +39,9 @@ type Model struct {
 
 	// direct holds each relation's type restrictions, by type and relation.
 	direct map[string]map[string][]*openfgav1.RelationReference
+	// graph is OpenFGA's weighted graph of the model (nil where OpenFGA builds none),
+	// which its ListObjects pipeline walks (pipelineObjects).
+	graph *graph.WeightedAuthorizationModelGraph
 }
 
 // Problem is one thing wrong with a model: at Line and Col (1-based) of DSL source, or
