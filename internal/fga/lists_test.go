@@ -86,3 +86,67 @@ func TestListObjectsReadsAsOpenFGAsPipeline(t *testing.T) {
 		}
 	}
 }
+
+// Where OpenFGA v1.22.1 does not answer ListObjects by its pipeline (a wildcard or
+// subject set user), it walks up from the user by its reverse expansion, failing on
+// any tuple it reads whose condition lacks a parameter (under its default result
+// cap) and checking the objects it reached through `but not`: t1:1 and t1:2 are
+// reached, the check keeps t1:1, and the tuple t0:2#r0@user:* lacking x, read by no
+// check of t1:1, fails nothing. Each answer is OpenFGA v1.22.1's (the differential
+// test's seeds 143 and 1063).
+func TestListObjectsReverseExpandsAsOpenFGA(t *testing.T) {
+	const conds = "condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n"
+	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
+	}
+	seed1063 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, user:*]\n"+
+		"type t1\n  relations\n    define r0: ([user:*, user with flag]) but not r0 from r1\n    define r1: [t0]\n    define r2: r0\n"+conds)
+	seed1063Tuples := []*openfgav1.TupleKey{
+		{Object: "t0:2", Relation: "r0", User: "user:*", Condition: small(nil)},
+		{Object: "t0:1", Relation: "r0", User: "user:*"},
+		{Object: "t1:1", Relation: "r1", User: "t0:2"},
+		{Object: "t1:1", Relation: "r0", User: "user:*"},
+		{Object: "t1:2", Relation: "r0", User: "user:*"},
+		{Object: "t1:2", Relation: "r1", User: "t0:1"},
+	}
+	seed143 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user, t0#r1]\n"+
+		"    define r1: [user:* with small, t1]\n    define r2: ([t0#r1, user:* with small]) but not r1\n"+
+		"type t1\n  relations\n    define r0: [user:*, t1#r1]\n    define r1: r0\n"+conds)
+	seed143Tuples := []*openfgav1.TupleKey{
+		{Object: "t0:0", Relation: "r1", User: "user:*", Condition: small(nil)},
+		{Object: "t0:2", Relation: "r1", User: "user:*", Condition: small(map[string]any{"x": 8})},
+		{Object: "t0:0", Relation: "r0", User: "t0:0#r1"},
+	}
+	for _, c := range []struct {
+		m        *Model
+		tuples   []*openfgav1.TupleKey
+		typ, rel string
+		user     string
+		reqCtx   map[string]any
+		want     string
+	}{
+		{seed1063, seed1063Tuples, "t1", "r0", "user:*", nil, "[1]"},
+		{seed1063, seed1063Tuples, "t1", "r2", "user:*", nil, "[1]"},
+		{seed1063, seed1063Tuples, "t0", "r0", "user:*", nil, "error 2000"},
+		{seed1063, seed1063Tuples, "t0", "r0", "user:*", map[string]any{"x": 3}, "[1 2]"},
+		{seed143, seed143Tuples, "t0", "r1", "user:*", nil, "error 2000"},
+		{seed143, seed143Tuples, "t0", "r1", "user:*", map[string]any{"x": 2}, "[0 2]"},
+		{seed143, seed143Tuples, "t0", "r2", "user:*", map[string]any{"x": 2}, "[]"},
+		{seed143, seed143Tuples, "t0", "r0", "t0:0#r1", nil, "[0]"},
+		{seed143, seed143Tuples, "t0", "r1", "t0:0#r1", nil, "[0]"},
+	} {
+		r := storeWith(t, c.m, c.tuples...)
+		req, err := c.m.LookupResourcesRequest(c.typ, c.rel, c.user, mustStruct(t, c.reqCtx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := ListObjects(context.Background(), openFGAEngine(), c.m, r, req)
+		got := fmt.Sprint(ids)
+		if err != nil {
+			got = fmt.Sprintf("error %d", ErrorCode(err))
+		}
+		if got != c.want {
+			t.Errorf("ListObjects %s#%s@%s %v = %s (%v); want %s", c.typ, c.rel, c.user, c.reqCtx, got, err, c.want)
+		}
+	}
+}
