@@ -480,3 +480,54 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 		}
 	}
 }
+
+// OpenFGA's weight-two strategy reads an `and` or `but not` of relations of tuples
+// from the user's side as merged streams, operand by operand in order: a read whose
+// tuples all fail a condition fails the check once it is reached, and a read that
+// found nothing ends an `and` (or leaves a `but not` its base) before the operands
+// after it are looked at. Here t1:0's tuples lack x; only t1:1 is the checked
+// object's parent. Each answer is OpenFGA v1.22.1's (the differential test's seed
+// 2238).
+func TestWeightTwoReadsOfAndAndButNotStopAsOpenFGAs(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t1]\n    define r2: r1 from r1\n    define r3: [t1]\n    define r4: r2 from r3\n"+
+		"type t1\n  relations\n    define r0: [user with flag, user:* with small, user with small]\n    define r1: [user:* with small] and r0\n"+
+		"    define r2: r0 and r5\n    define r3: [user:* with small] but not r0\n    define r4: r0 but not r5\n    define r5: [user:* with small]\n"+
+		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
+	cond := func(name string, ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r5", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r3", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:1", Condition: cond("flag", map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r1", User: "t1:1"},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r3", User: "t1:1"},
+	)
+	for _, c := range []struct {
+		relation, user string
+		reqCtx         map[string]any
+		want           string
+	}{
+		{"r2", "user:0", map[string]any{"on": true}, "error"}, // [user:* with small] fails before r0 is found empty
+		{"r2", "user:0", map[string]any{"x": 3}, "false"},
+		{"r2", "user:1", nil, "error"},
+		{"r4", "user:0", nil, "false"}, // r0 found nothing first
+		{"r4", "user:1", nil, "error"},
+	} {
+		req, err := m.CheckRequest("t0:0", c.relation, c.user, mustStruct(t, c.reqCtx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+		got := "error"
+		if err == nil {
+			if allowed, aerr := Allowed(res); aerr == nil {
+				got = fmt.Sprint(allowed)
+			}
+		}
+		if got != c.want {
+			t.Errorf("Check t0:0#%s@%s %v = %s (%v); want %s", c.relation, c.user, c.reqCtx, got, err, c.want)
+		}
+	}
+}
