@@ -24,9 +24,11 @@ import (
 // (its recursive strategy); other subject sets on a cycle of the model are resolved
 // by OpenFGA's default strategy, where only the subject sets' own tuples count.
 //
-// Not modelled: OpenFGA evaluates one tuple per object of such a read, the first its
-// store yields (a contextual tuple before a stored one, and for its memory store the
-// first written), where the engine evaluates every tuple of the read.
+// OpenFGA evaluates one tuple per object of such a read, the first its store yields:
+// a contextual tuple before a stored one, which the engine follows
+// (contextualReader); of stored tuples alone, for its memory store the first
+// written, which is not modelled: the engine evaluates every stored tuple of the
+// read.
 //
 // The evaluator applies this where OpenFGA does, as internal/fga marks it from
 // OpenFGA's weighted graph of the model (ir.AllowedSubject.FromSubject,
@@ -245,13 +247,34 @@ func (ev *evaluator) sideOf(ctx context.Context, plan *sidePlan) (*subjectSide, 
 	return out, nil
 }
 
+// add records one tuple of object id whose condition came out as o.
+func (s *subjectSide) add(id string, o outcome) {
+	switch o.st {
+	case has:
+		s.holds[id] = true
+	case no:
+	default:
+		s.failed = or(s.failed, o)
+	}
+}
+
+// contextualReader is a reader with a request's contextual tuples (OpenFGA's, from
+// internal/fga); Contextual returns those f matches, in key order. OpenFGA reads a
+// user's tuples from the subject's side in object order, one tuple per object, a
+// contextual tuple before any stored one: of an object with a contextual tuple in
+// the read, that tuple alone counts.
+type contextualReader interface {
+	Contextual(f store.Filter) []rel.Relationship
+}
+
 // fails reports whether the read or stream failed: nothing held and a condition
 // failed to evaluate.
 func (s *subjectSide) fails() bool { return len(s.holds) == 0 && s.failed.st != no }
 
 // fromSubject reads stored relation s from the subject's side, as OpenFGA does:
-// every tuple naming the subject or its type's wildcard, whatever its object,
-// remembered for the request.
+// every tuple naming the subject or its type's wildcard, whatever its object (of an
+// object with a contextual tuple, that one alone: contextualReader), remembered for
+// the request.
 func (ev *evaluator) fromSubject(ctx context.Context, s *ir.Relation) (*subjectSide, error) {
 	if side, ok := ev.left[s]; ok {
 		return side, nil
@@ -265,19 +288,28 @@ func (ev *evaluator) fromSubject(ctx context.Context, s *ir.Relation) (*subjectS
 		Subject: &store.SubjectFilter{Type: ev.subject.Object.Type, IDs: ids, Relation: "", RelationSet: true},
 	}
 	side := &subjectSide{holds: map[string]bool{}, failed: outNo}
+	var contextual map[string]bool // objects with a contextual tuple in the read
+	if cr, ok := ev.r.(contextualReader); ok {
+		for _, x := range cr.Contextual(f) {
+			if contextual == nil {
+				contextual = map[string]bool{}
+			}
+			if !contextual[x.Resource.ID] {
+				contextual[x.Resource.ID] = true
+				side.add(x.Resource.ID, ev.caveat(x.Caveat))
+			}
+		}
+	}
 	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return nil, err
 		}
 		x := &item.Relationship
-		ev.tr.read(x.Expiration)
-		switch o := ev.caveat(x.Caveat); o.st {
-		case has:
-			side.holds[x.Resource.ID] = true
-		case no:
-		default:
-			side.failed = or(side.failed, o)
+		if contextual[x.Resource.ID] {
+			continue
 		}
+		ev.tr.read(x.Expiration)
+		side.add(x.Resource.ID, ev.caveat(x.Caveat))
 	}
 	if ev.left == nil {
 		ev.left = map[*ir.Relation]*subjectSide{}

@@ -531,3 +531,57 @@ func TestWeightTwoReadsOfAndAndButNotStopAsOpenFGAs(t *testing.T) {
 		}
 	}
 }
+
+// OpenFGA reads a user's tuples from the subject's side (its weight-two strategy,
+// here for the subject set t2#r1) in object order, one tuple per object, a contextual
+// tuple before the stored ones: the stored t2:1#r0@user:* lacking x is not evaluated
+// beside a contextual tuple of t2:1, whatever its user. Each answer is OpenFGA
+// v1.22.1's (the differential test's seed 1186).
+func TestSubjectSideReadsTakeAnObjectsContextualTupleAlone(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user, t2#r1]\n"+
+		"type t2\n  relations\n    define r0: [user:* with small, user with flag, user]\n    define r1: r0\n"+
+		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
+	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "t2:1#r1"},
+		&openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(nil)},
+	)
+	for _, c := range []struct {
+		user       string
+		contextual *openfgav1.TupleKey
+		want       string
+	}{
+		{"user:*", nil, "error"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 5})}, "true"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 15})}, "false"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(nil)}, "error"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 15})}, "false"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:2", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 5})}, "false"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:3"}, "true"},
+	} {
+		var contextual []*openfgav1.TupleKey
+		if c.contextual != nil {
+			contextual = append(contextual, c.contextual)
+		}
+		rc, err := m.Reader(r, contextual, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := m.CheckRequest("t0:0", "r0", c.user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, rc, req)
+		got := "error"
+		if err == nil {
+			if allowed, aerr := Allowed(res); aerr == nil {
+				got = fmt.Sprint(allowed)
+			}
+		}
+		if got != c.want {
+			t.Errorf("Check t0:0#r0@%s with contextual %v = %s (%v); want %s", c.user, c.contextual, got, err, c.want)
+		}
+	}
+}
