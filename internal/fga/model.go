@@ -2,8 +2,9 @@
 // by OpenFGA's own transformer) and its JSON/proto authorization models, validated as
 // WriteAuthorizationModel validates them and compiled to an *ir.Schema; the naming of
 // OpenFGA tuples as stored relationships and back; which stored tuples a model admits;
-// contextual tuples; ListUsers, walked as OpenFGA walks it; and OpenFGA's error
-// codes. It imports no gRPC or HTTP: the API in internal/server/openfga sits above it.
+// contextual tuples; ListObjects and ListUsers, walked as OpenFGA walks them; and
+// OpenFGA's error codes. It imports no gRPC or HTTP: the API in
+// internal/server/openfga sits above it.
 //
 // The representation: an OpenFGA relation r on type T is an IR permission named r (its
 // whole rewrite), and the tuples assigned to it directly (`this`) are an IR relation

@@ -40,7 +40,7 @@ func pipelineObjects(ctx context.Context, m *Model, r store.Reader, typ, relatio
 	if !ok {
 		return nil, errNoPipeline
 	}
-	p := &pipeline{m: m, r: besideStored(r), reqCtx: reqCtx, subject: subject.Object, out: map[*graph.WeightedAuthorizationModelNode]map[string]bool{}}
+	p := &pipeline{m: m, r: besideStored(r), reqCtx: reqCtx, subject: subject.Object, out: map[*wnode]map[string]bool{}}
 	p.reach(root)
 	for _, scc := range p.components(root) {
 		if err := p.solve(ctx, scc); err != nil {
