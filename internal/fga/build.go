@@ -15,7 +15,11 @@ func (c *compiler) schema(st strategies, caveats []*ir.Caveat) *ir.Schema {
 		d := &ir.Definition{Name: td.GetType()}
 		for _, r := range sortedKeys(td.GetRelations()) {
 			arrows := func(ttu *openfgav1.TupleToUserset) []string { return st.arrow(td.GetType(), r, ttu) }
-			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r], arrows)})
+			var reached []string
+			if st.reached != nil {
+				reached = append([]string{}, st.reached[td.GetType()+"#"+r]...)
+			}
+			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r], arrows), ReachedFrom: reached})
 		}
 		for _, r := range sortedKeys(td.GetRelations()) {
 			direct := c.direct[td.GetType()][r]

@@ -585,3 +585,47 @@ func TestSubjectSideReadsTakeAnObjectsContextualTupleAlone(t *testing.T) {
 		}
 	}
 }
+
+// OpenFGA answers no at once for a relation its graph of the model has no path to
+// from the user, before it evaluates anything: here t0#r2 reaches no user, so the
+// subtract of t0#r0 is no, where evaluating it would meet the cycle t0:1#r2 → t0:1#r3
+// → t0:1#r2 (a cycle in a subtract makes a `but not` no). Each answer is OpenFGA
+// v1.22.1's (the differential test's seed 5122).
+func TestRelationsNoPathReachesAnswerNo(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: ([user:*, t0]) but not r2 from r1\n"+
+		"    define r1: [t0]\n    define r2: r1 from r1 or r1 or r3 from r1\n    define r3: (r2 from r1) but not r2\n")
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:*"},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r1", User: "t0:1"},
+		&openfgav1.TupleKey{Object: "t0:1", Relation: "r1", User: "t0:1"},
+	)
+	for _, c := range []struct {
+		object, relation, user string
+		want                   bool
+	}{
+		{"t0:2", "r0", "user:2", true},
+		{"t0:2", "r0", "user:*", true},
+		{"t0:2", "r0", "t0:1", false},
+		{"t0:1", "r2", "t0:1", true},
+		{"t0:1", "r3", "t0:1", false},
+	} {
+		req, err := m.CheckRequest(c.object, c.relation, c.user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Allowed(res); err != nil || got != c.want {
+			t.Errorf("Check %s#%s@%s = %v, %v; want %v", c.object, c.relation, c.user, got, err, c.want)
+		}
+	}
+	req, err := m.LookupResourcesRequest("t0", "r0", "user:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := ListObjects(context.Background(), openFGAEngine(), m, r, req); err != nil || fmt.Sprint(ids) != "[2]" {
+		t.Errorf("ListObjects t0#r0@user:0 = %v, %v; want [2]", ids, err)
+	}
+}

@@ -17,6 +17,10 @@ import (
 type strategies struct {
 	wg    *graph.WeightedAuthorizationModelGraph
 	types []string // every type of the model: the subject types to weigh
+	// reached holds, by relation ("type#relation"), the users from which OpenFGA's
+	// graph of the model has a path to it (ir.Relation.ReachedFrom); nil when
+	// the graph could not be built.
+	reached map[string][]string
 }
 
 func newStrategies(m *openfgav1.AuthorizationModel) strategies {
@@ -24,11 +28,59 @@ func newStrategies(m *openfgav1.AuthorizationModel) strategies {
 	if err != nil {
 		wg = nil
 	}
-	s := strategies{wg: wg}
+	s := strategies{wg: wg, reached: reachedFrom(m)}
 	for _, td := range m.GetTypeDefinitions() {
 		s.types = append(s.types, td.GetType())
 	}
 	return s
+}
+
+// reachedFrom returns, by relation, the users from which OpenFGA's (unweighted) graph
+// of the model has a path to it, as OpenFGA's Check asks of every relation it
+// resolves (PathExists): a breadth-first walk from each type, type wildcard and
+// subject set, the relation itself included for a subject set. Every relation has a
+// list, empty when nothing reaches it; the map is nil when the graph cannot be built.
+func reachedFrom(m *openfgav1.AuthorizationModel) map[string][]string {
+	g, err := graph.NewAuthorizationModelGraph(m)
+	if err != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	var sources []*graph.AuthorizationModelNode
+	for nodes := g.Nodes(); nodes.Next(); {
+		n, ok := nodes.Node().(*graph.AuthorizationModelNode)
+		if !ok {
+			continue
+		}
+		switch n.NodeType() {
+		case graph.SpecificTypeAndRelation:
+			if _, ok := out[n.Label()]; !ok {
+				out[n.Label()] = []string{}
+			}
+			sources = append(sources, n)
+		case graph.SpecificType, graph.SpecificTypeWildcard:
+			sources = append(sources, n)
+		}
+	}
+	for _, src := range sources {
+		seen := map[int64]bool{src.ID(): true}
+		queue := []*graph.AuthorizationModelNode{src}
+		for len(queue) > 0 {
+			n := queue[0]
+			queue = queue[1:]
+			if n.NodeType() == graph.SpecificTypeAndRelation {
+				out[n.Label()] = append(out[n.Label()], src.Label())
+			}
+			for next := g.From(n.ID()); next.Next(); {
+				x, ok := next.Node().(*graph.AuthorizationModelNode)
+				if ok && !seen[x.ID()] {
+					seen[x.ID()] = true
+					queue = append(queue, x)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // userset returns the subject types for which OpenFGA reads subject set ref of

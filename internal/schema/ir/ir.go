@@ -178,6 +178,11 @@ type Relation struct {
 	Allowed []AllowedSubject
 	// Rewrite is a permission's expression; nil for a relation.
 	Rewrite *Expr
+	// ReachedFrom lists, for a permission of an OpenFGA model, the users from which
+	// OpenFGA's graph of the model has a path to it: types ("user"), their wildcards
+	// ("user:*") and subject sets ("group#member"); OpenFGA answers no for any other
+	// without evaluating it. nil when not known (SpiceDB and Permify schemas).
+	ReachedFrom []string
 }
 
 // IsPermission reports whether r is a permission.
