@@ -125,9 +125,9 @@ func (ev *evaluator) weight2Userset(a ir.AllowedSubject) (*sidePlan, bool) {
 }
 
 // weight2Arrow returns, by parent type, what to read from the subject's side for
-// arrow x, or nil when OpenFGA follows the arrow's tuples (also when a target is a
-// union of several reads: OpenFGA's answer then depends on which parent's read
-// comes first).
+// arrow x, or nil when OpenFGA follows the arrow's tuples (also when, of several
+// parent types, a target is a union of several reads: OpenFGA's answer then depends
+// on which parent's read comes first).
 func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*sidePlan {
 	if !ev.fga || ev.subject.Relation != "" || x.ArrowKind != ir.ArrowAny || !slices.Contains(x.FromSubject, ev.subject.Object.Type) {
 		return nil
@@ -145,10 +145,14 @@ func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*sidePlan {
 		if !ok {
 			return nil
 		}
-		if n, unions := plan.unionReads(); unions && n > 1 {
-			return nil
-		}
 		out[a.Type] = plan
+	}
+	if len(out) > 1 {
+		for _, plan := range out {
+			if n, unions := plan.unionReads(); unions && n > 1 {
+				return nil
+			}
+		}
 	}
 	return out
 }

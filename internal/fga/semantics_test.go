@@ -629,3 +629,47 @@ func TestRelationsNoPathReachesAnswerNo(t *testing.T) {
 		t.Errorf("ListObjects t0#r0@user:0 = %v, %v; want [2]", ids, err)
 	}
 }
+
+// OpenFGA reads `r3 from r1` whose r3 is a union of relations of tuples from the
+// user's side when the arrow has one parent type: the union's reads are merged, and
+// t0:2's tuple lacking x fails nothing while another tuple of the read (t0:0's)
+// holds. Each answer is OpenFGA v1.22.1's (the differential test's seed 3005).
+func TestWeightTwoArrowToAUnionOfOneParentType(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, user with flag, t1]\n"+
+		"    define r1: r0\n    define r2: r0\n    define r3: r0 or r1\n"+
+		"type t1\n  relations\n    define r0: ([user with flag, user] or r3 from r1) but not r2 from r1\n    define r1: [t0]\n    define r4: r3 from r1\n"+
+		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
+	cond := func(name string, ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r1", User: "t0:2"},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "user:2", Condition: cond("flag", map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:*", Condition: cond("small", nil)},
+	)
+	for _, c := range []struct {
+		relation, user string
+		reqCtx         map[string]any
+		want           string
+	}{
+		{"r0", "user:2", nil, "false"},
+		{"r4", "user:2", nil, "false"},
+		{"r4", "user:3", nil, "error"},
+		{"r4", "user:2", map[string]any{"x": 3}, "true"},
+	} {
+		req, err := m.CheckRequest("t1:1", c.relation, c.user, mustStruct(t, c.reqCtx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+		got := "error"
+		if err == nil {
+			if allowed, aerr := Allowed(res); aerr == nil {
+				got = fmt.Sprint(allowed)
+			}
+		}
+		if got != c.want {
+			t.Errorf("Check t1:1#%s@%s %v = %s (%v); want %s", c.relation, c.user, c.reqCtx, got, err, c.want)
+		}
+	}
+}
