@@ -20,9 +20,10 @@ import (
 // checked object's subject sets granting, the check is allowed; else, with another
 // tuple of T#s holding the subject, it is denied; else the failing condition is the
 // error. A relation's subject set of itself (`[user, group#member]` on
-// group#member) is read the same way and then walked breadth first from the object
-// (its recursive strategy); other subject sets on a cycle of the model are resolved
-// by OpenFGA's default strategy, where only the subject sets' own tuples count.
+// group#member), or its arrow to itself (`viewer from parent`, parent of the same
+// type), is read the same way and then walked breadth first from the object (its
+// recursive strategy); other subject sets on a cycle of the model are resolved by
+// OpenFGA's default strategy, where only the subject sets' own tuples count.
 //
 // OpenFGA evaluates one tuple per object of such a read, the first its store yields:
 // a contextual tuple before a stored one, which the engine follows
@@ -358,6 +359,30 @@ func (ev *evaluator) recursiveSet(a ir.AllowedSubject) (*sidePlan, bool) {
 		return nil, false
 	}
 	return ev.subjectPlan(a.Rel)
+}
+
+// recursiveArrow reports whether OpenFGA resolves arrow x by its recursive strategy:
+// internal/fga marked it for the subject's type, and its target is the relation
+// the arrow is in (`define viewer: [user] or viewer from parent`, parent of the same
+// type alone); and what it then reads from the subject's side, the target's relation
+// (its arrows read as nothing).
+func (ev *evaluator) recursiveArrow(x *ir.Expr) (*sidePlan, bool) {
+	if !ev.fga || ev.subject.Relation != "" || x.ArrowKind != ir.ArrowAny || !slices.Contains(x.FromSubject, ev.subject.Object.Type) {
+		return nil, false
+	}
+	if len(x.TuplesetRel.Allowed) != 1 || x.TuplesetRel.Allowed[0].Def != x.TuplesetRel.Def {
+		return nil, false
+	}
+	target := x.TargetOn(x.TuplesetRel.Def)
+	if target == nil || !target.IsPermission() || !within(target.Rewrite, x) {
+		return nil, false
+	}
+	return ev.subjectPlan(target)
+}
+
+// within reports whether expression e is x or has x among its operands, at any depth.
+func within(e, x *ir.Expr) bool {
+	return e == x || slices.ContainsFunc(e.Children, func(c *ir.Expr) bool { return within(c, x) })
 }
 
 // readsStored reports whether permission p reads stored relation r directly or in a

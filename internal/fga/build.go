@@ -14,7 +14,12 @@ func (c *compiler) schema(st strategies, caveats []*ir.Caveat) *ir.Schema {
 	for _, td := range c.m.GetTypeDefinitions() {
 		d := &ir.Definition{Name: td.GetType()}
 		for _, r := range sortedKeys(td.GetRelations()) {
-			arrows := func(ttu *openfgav1.TupleToUserset) []string { return st.arrow(td.GetType(), r, ttu) }
+			arrows := func(ttu *openfgav1.TupleToUserset) []string {
+				if ttu.GetComputedUserset().GetRelation() == r && c.onlyParent(td.GetType(), ttu.GetTupleset().GetRelation()) {
+					return st.recursiveArrow(td.GetType(), r)
+				}
+				return st.arrow(td.GetType(), r, ttu)
+			}
 			var reached []string
 			if st.reached != nil {
 				reached = append([]string{}, st.reached[td.GetType()+"#"+r]...)
@@ -77,4 +82,11 @@ func operands(kind ir.ExprKind, r string, children []*openfgav1.Userset, arrows 
 		x.Children = append(x.Children, rewrite(r, ch, arrows))
 	}
 	return x
+}
+
+// onlyParent reports whether typ#tupleset admits typ alone, plainly: an arrow over it
+// to typ's own relation is recursive.
+func (c *compiler) onlyParent(typ, tupleset string) bool {
+	refs := c.direct[typ][tupleset]
+	return len(refs) == 1 && refs[0].GetType() == typ && refs[0].GetRelation() == "" && refs[0].GetWildcard() == nil && refs[0].GetCondition() == ""
 }

@@ -673,3 +673,48 @@ func TestWeightTwoArrowToAUnionOfOneParentType(t *testing.T) {
 		}
 	}
 }
+
+// OpenFGA resolves a relation's arrow to itself (`define r0: [user with small] or r0
+// from r1`, r1 of the same type) by its recursive strategy: it reads the relation's
+// tuples of the user on every object and walks the object's parents to one of them;
+// a condition lacking a parameter on those tuples fails the check when none holds,
+// even on an object the walk never reaches, if the object has a parent. Each answer
+// is OpenFGA v1.22.1's (the differential test's seed 5131).
+func TestRecursiveArrowReadsAsOpenFGAs(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user with small] or r0 from r1\n    define r1: [t1]\n"+
+		"condition small(x: int) {\n  x < 10\n}\n")
+	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "t1:1"},
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r1", User: "t1:3"},
+		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "user:2", Condition: small(nil)},
+		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:3", Condition: small(map[string]any{"x": 1})},
+	)
+	for _, c := range []struct {
+		object, user string
+		want         string
+	}{
+		{"t1:0", "user:2", "error"}, // t1:2's tuple lacks x, none holds
+		{"t1:2", "user:2", "error"}, // its own tuple lacks x
+		{"t1:1", "user:3", "true"},  // parent t1:3 holds
+		{"t1:0", "user:3", "true"},  // through t1:1 to t1:3
+		{"t1:3", "user:2", "false"}, // no parent: nothing is read from the user's side
+	} {
+		req, err := m.CheckRequest(c.object, "r0", c.user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+		got := "error"
+		if err == nil {
+			if allowed, aerr := Allowed(res); aerr == nil {
+				got = fmt.Sprint(allowed)
+			}
+		}
+		if got != c.want {
+			t.Errorf("Check %s#r0@%s = %s (%v); want %s", c.object, c.user, got, err, c.want)
+		}
+	}
+}

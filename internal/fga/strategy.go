@@ -169,6 +169,20 @@ func (s strategies) arrowWithin2(node *graph.WeightedAuthorizationModelNode, tup
 // strategy: the relation is recursive through that subject set alone, on no tuple
 // cycle, and everything else in it reaches the type in one step.
 func (s strategies) recursive(typ, relation string) []string {
+	return s.recursiveThrough(typ, relation, graph.DirectEdge, graph.DirectLogicalEdge)
+}
+
+// recursiveArrow is recursive for an arrow of typ#relation to itself (`define viewer:
+// [user] or viewer from parent`, parent of typ), OpenFGA's recursive strategy for
+// `x from y`.
+func (s strategies) recursiveArrow(typ, relation string) []string {
+	return s.recursiveThrough(typ, relation, graph.TTUEdge, graph.TTULogicalEdge)
+}
+
+// recursiveThrough returns the subject types for which typ#relation is recursive
+// through its own edge of kind self, which OpenFGA finds through rewrites and
+// groupings of kind logical.
+func (s strategies) recursiveThrough(typ, relation string, self, logical graph.EdgeType) []string {
 	if s.wg == nil {
 		return nil
 	}
@@ -178,16 +192,16 @@ func (s strategies) recursive(typ, relation string) []string {
 	}
 	var out []string
 	for _, t := range s.types {
-		if w, ok := node.GetWeight(t); ok && w == graph.Infinite && s.recursiveFor(node, t) {
+		if w, ok := node.GetWeight(t); ok && w == graph.Infinite && s.recursiveFor(node, t, self, logical) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// recursiveFor walks node's edges for type t as OpenFGA does: the subject set of
-// node itself must be there, and every other edge weighing t must weigh 1.
-func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t string) bool {
+// recursiveFor walks node's edges for type t as OpenFGA does: node's own edge of kind
+// self must be there, and every other edge weighing t must weigh 1.
+func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t string, self, logical graph.EdgeType) bool {
 	edges, ok := s.wg.GetEdgesFromNode(node)
 	if !ok {
 		return false
@@ -201,11 +215,11 @@ func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t s
 				continue
 			}
 			if e.GetRecursiveRelation() == node.GetUniqueLabel() {
-				if e.GetEdgeType() == graph.DirectEdge && e.GetTo() == node && !found {
+				if e.GetEdgeType() == self && e.GetTo() == node && !found {
 					found = true
 					continue
 				}
-				if e.GetEdgeType() == graph.RewriteEdge || e.GetEdgeType() == graph.DirectLogicalEdge {
+				if e.GetEdgeType() == graph.RewriteEdge || e.GetEdgeType() == logical {
 					more, ok := s.wg.GetEdgesFromNode(e.GetTo())
 					if !ok {
 						return false

@@ -283,7 +283,8 @@ type Expr struct {
 	// that form rather than as `rel->perm`.
 	AnySpelled bool
 	// FromSubject (Arrow) lists the subject types for which OpenFGA resolves the arrow
-	// from the subject's side (its weight-two strategy); set for OpenFGA models only.
+	// from the subject's side (its weight-two strategy, or its recursive one for an
+	// arrow to its own relation); set for OpenFGA models only.
 	FromSubject []string
 
 	// targets resolves Target on every definition, indexed by Definition.ID; arrows
