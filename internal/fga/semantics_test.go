@@ -51,6 +51,24 @@ func openFGAEngine() *engine.Engine {
 	return engine.New(engine.Config{Semantics: engine.OpenFGA, MaxDepth: engine.OpenFGAMaxDepth})
 }
 
+// checkAnswer asks the OpenFGA engine whether user has relation on object under m,
+// reading r, with request context reqCtx: "true", "false", or "error" with the error.
+func checkAnswer(t *testing.T, m *Model, r store.Reader, object, relation, user string, reqCtx map[string]any) (string, error) {
+	t.Helper()
+	req, err := m.CheckRequest(object, relation, user, mustStruct(t, reqCtx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+	if err == nil {
+		var allowed bool
+		if allowed, err = Allowed(res); err == nil {
+			return fmt.Sprint(allowed), nil
+		}
+	}
+	return "error", err
+}
+
 // OpenFGA fails a check when its 25th dispatch (computed userset, tupleset object,
 // subject set) would be resolved: a chain of usersets a_n → … → a1 takes n-2 of
 // them, since a2 reads a1's tuples from the subject's side (OpenFGA's weight-two
@@ -379,20 +397,7 @@ func TestSubjectSideReadsDecideMissingParameters(t *testing.T) {
 	} {
 		r := storeWith(t, c.m, c.tuples...)
 		for _, relation := range []string{"r1", "r2"} {
-			req, err := c.m.CheckRequest(c.object, relation, "user:2", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
-			got := "error"
-			if err == nil {
-				allowed, aerr := Allowed(res)
-				got = fmt.Sprint(allowed)
-				if aerr != nil {
-					got = "error"
-				}
-			}
-			if got != c.want {
+			if got, err := checkAnswer(t, c.m, r, c.object, relation, "user:2", nil); got != c.want {
 				t.Errorf("%s: Check %s#%s@user:2 = %s (%v); want %s", c.name, c.object, relation, got, err, c.want)
 			}
 		}
@@ -464,18 +469,7 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 		{"recursive: so it fails where they lead to the failing tuple", mixed, mixedTuples, "t0:2", "r0", nil, "error"},
 	} {
 		r := storeWith(t, c.m, c.tuples...)
-		req, err := c.m.CheckRequest(c.object, c.relation, "user:1", mustStruct(t, c.ctx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
-		got := "error"
-		if err == nil {
-			if allowed, aerr := Allowed(res); aerr == nil {
-				got = fmt.Sprint(allowed)
-			}
-		}
-		if got != c.want {
+		if got, err := checkAnswer(t, c.m, r, c.object, c.relation, "user:1", c.ctx); got != c.want {
 			t.Errorf("%s: Check %s#%s@user:1 = %s (%v); want %s", c.name, c.object, c.relation, got, err, c.want)
 		}
 	}
@@ -515,18 +509,7 @@ func TestWeightTwoReadsOfAndAndButNotStopAsOpenFGAs(t *testing.T) {
 		{"r4", "user:0", nil, "false"}, // r0 found nothing first
 		{"r4", "user:1", nil, "error"},
 	} {
-		req, err := m.CheckRequest("t0:0", c.relation, c.user, mustStruct(t, c.reqCtx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
-		got := "error"
-		if err == nil {
-			if allowed, aerr := Allowed(res); aerr == nil {
-				got = fmt.Sprint(allowed)
-			}
-		}
-		if got != c.want {
+		if got, err := checkAnswer(t, m, r, "t0:0", c.relation, c.user, c.reqCtx); got != c.want {
 			t.Errorf("Check t0:0#%s@%s %v = %s (%v); want %s", c.relation, c.user, c.reqCtx, got, err, c.want)
 		}
 	}
@@ -569,18 +552,7 @@ func TestSubjectSideReadsTakeAnObjectsContextualTupleAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := m.CheckRequest("t0:0", "r0", c.user, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := openFGAEngine().Check(context.Background(), m.Schema, rc, req)
-		got := "error"
-		if err == nil {
-			if allowed, aerr := Allowed(res); aerr == nil {
-				got = fmt.Sprint(allowed)
-			}
-		}
-		if got != c.want {
+		if got, err := checkAnswer(t, m, rc, "t0:0", "r0", c.user, nil); got != c.want {
 			t.Errorf("Check t0:0#r0@%s with contextual %v = %s (%v); want %s", c.user, c.contextual, got, err, c.want)
 		}
 	}
@@ -657,18 +629,7 @@ func TestWeightTwoArrowToAUnionOfOneParentType(t *testing.T) {
 		{"r4", "user:3", nil, "error"},
 		{"r4", "user:2", map[string]any{"x": 3}, "true"},
 	} {
-		req, err := m.CheckRequest("t1:1", c.relation, c.user, mustStruct(t, c.reqCtx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
-		got := "error"
-		if err == nil {
-			if allowed, aerr := Allowed(res); aerr == nil {
-				got = fmt.Sprint(allowed)
-			}
-		}
-		if got != c.want {
+		if got, err := checkAnswer(t, m, r, "t1:1", c.relation, c.user, c.reqCtx); got != c.want {
 			t.Errorf("Check t1:1#%s@%s %v = %s (%v); want %s", c.relation, c.user, c.reqCtx, got, err, c.want)
 		}
 	}
@@ -702,18 +663,7 @@ func TestRecursiveArrowReadsAsOpenFGAs(t *testing.T) {
 		{"t1:0", "user:3", "true"},  // through t1:1 to t1:3
 		{"t1:3", "user:2", "false"}, // no parent: nothing is read from the user's side
 	} {
-		req, err := m.CheckRequest(c.object, "r0", c.user, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
-		got := "error"
-		if err == nil {
-			if allowed, aerr := Allowed(res); aerr == nil {
-				got = fmt.Sprint(allowed)
-			}
-		}
-		if got != c.want {
+		if got, err := checkAnswer(t, m, r, c.object, "r0", c.user, nil); got != c.want {
 			t.Errorf("Check %s#r0@%s = %s (%v); want %s", c.object, c.user, got, err, c.want)
 		}
 	}
