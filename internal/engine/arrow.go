@@ -16,6 +16,10 @@ var errUnknownCaveat = errors.New("caveat is not defined in the schema")
 // subject objects, one batch per subject type. The subject relation of a tupleset
 // relationship is ignored, and subject types without target are skipped, as in SpiceDB.
 func (ev *evaluator) arrow(ctx context.Context, def *ir.Definition, x *ir.Expr, ids []string, depth int) (results, error) {
+	if plan, ok := ev.recursiveArrow(x); ok {
+		out := results{}
+		return out, ev.followRecursive(ctx, x.TuplesetRel, x.TuplesetRel.Allowed, plan, ids, depth, out)
+	}
 	if err := ev.hops(ctx, def, x.Tupleset, ids); err != nil {
 		return nil, err
 	}

@@ -79,11 +79,11 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 // what they grant into out, or, where OpenFGA reads them from the subject's side
 // (weight2.go), ORs in that read's verdict on each.
 func (ev *evaluator) followSets(ctx context.Context, a ir.AllowedSubject, edges []edge, depth int, out results) error {
-	reads, ok := ev.weight2Userset(a)
+	plan, ok := ev.weight2Userset(a)
 	if !ok {
 		return ev.follow(ctx, a.Rel, edges, depth, out, or)
 	}
-	side, err := ev.union(ctx, reads)
+	side, err := ev.sideOf(ctx, plan)
 	if err != nil {
 		return err
 	}

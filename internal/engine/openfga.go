@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"strings"
 
+	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
@@ -25,6 +27,16 @@ import (
 
 // evaluateOpenFGA is evaluate under OpenFGA's semantics.
 func (ev *evaluator) evaluateOpenFGA(ctx context.Context, r *ir.Relation, ids []string, depth int) (results, error) {
+	if r.ReachedFrom != nil && !ev.reachedFrom(r.ReachedFrom) {
+		// OpenFGA answers no at once for a relation its graph of the model has no path
+		// to from the subject (after the depth limit, cycles on the path and a subject
+		// set of the object itself, as resolve has): no cycle below it counts.
+		out := make(results, len(ids))
+		for _, id := range ids {
+			out.put(id, outNo)
+		}
+		return out, nil
+	}
 	if ev.evaluated += len(ids); ev.evaluated > openFGAMaxSubproblems {
 		return nil, ErrTooComplex
 	}
@@ -127,4 +139,25 @@ func unionExpr(x *ir.Expr, stack *[]*ir.Relation) bool {
 		}
 	}
 	return true
+}
+
+// reachedFrom reports whether the subject is among users (ir.Relation.ReachedFrom):
+// an object or wildcard subject by its type or its type's wildcard, a subject set by
+// its type and relation.
+func (ev *evaluator) reachedFrom(users []string) bool {
+	s := ev.subject
+	for _, u := range users {
+		typ, rest, _ := strings.Cut(u, ":")
+		if s.Relation == "" {
+			if u == s.Object.Type || (rest == rel.Wildcard && typ == s.Object.Type) {
+				return true
+			}
+			continue
+		}
+		typ, relation, ok := strings.Cut(u, "#")
+		if ok && typ == s.Object.Type && relation == s.Relation {
+			return true
+		}
+	}
+	return false
 }

@@ -20,81 +20,120 @@ import (
 // checked object's subject sets granting, the check is allowed; else, with another
 // tuple of T#s holding the subject, it is denied; else the failing condition is the
 // error. A relation's subject set of itself (`[user, group#member]` on
-// group#member) is read the same way and then walked breadth first from the object
-// (its recursive strategy); other subject sets on a cycle of the model are resolved
-// by OpenFGA's default strategy, where only the subject sets' own tuples count.
+// group#member), or its arrow to itself (`viewer from parent`, parent of the same
+// type), is read the same way and then walked breadth first from the object (its
+// recursive strategy); other subject sets on a cycle of the model are resolved by
+// OpenFGA's default strategy, where only the subject sets' own tuples count.
 //
-// Not modelled: OpenFGA evaluates one tuple per object of such a read, the first its
-// store yields (a contextual tuple before a stored one, and for its memory store the
-// first written), where the engine evaluates every tuple of the read.
+// OpenFGA evaluates one tuple per object of such a read, the first its store yields:
+// a contextual tuple before a stored one, which the engine follows
+// (contextualReader); of stored tuples alone, for its memory store the first
+// written, which is not modelled: the engine evaluates every stored tuple of the
+// read.
 //
 // The evaluator applies this where OpenFGA does, as internal/fga marks it from
 // OpenFGA's weighted graph of the model (ir.AllowedSubject.FromSubject,
 // ir.Expr.FromSubject), for an object subject, when the subject set has no condition
-// and its relation is, through computed relations, a relation of tuples or a union
-// of such (what OpenFGA reads in one step). Of a union, each operand is a read of its
-// own, and one that fails with none of its tuples holding fails the whole, whatever
-// the others hold (OpenFGA's merge of the reads stops at the failure).
+// and its relation is, through computed relations, a relation of tuples or a union,
+// intersection or exclusion of such (what OpenFGA reads in one step, by its fast
+// path, as merged streams: sideOf). Of a union, each operand is a read of its own,
+// and one that fails with none of its tuples holding fails the whole, whatever the
+// others hold (OpenFGA's merge of the reads stops at the failure); an intersection or
+// exclusion stops at its first operand that found nothing.
 
-// subjectReads returns the relations of tuples OpenFGA reads from the subject's side
-// for p (a member of another definition): p's own if it is one, through computed
-// relations and unions (whose arrows it skips), and false when p is anything else
-// (which OpenFGA reads otherwise). A relation that names no subject of the subject's
-// type is not read, nor are subject sets: FromSubject marks only those whose subject
-// sets never reach the subject's type.
-func (ev *evaluator) subjectReads(p *ir.Relation) ([]*ir.Relation, bool) {
-	var out []*ir.Relation
-	ok := ev.appendReads(p, &out, len(ev.s.Relations))
-	return out, ok
+// sidePlan is what OpenFGA's weight-two strategy reads from the subject's side for a
+// relation, as its fast path builds it from the relation's rewrite through computed
+// relations: the tuples of a stored relation (read), a union, intersection or
+// exclusion of such (op, over children, each a stream of its own), or nothing for an
+// arrow (none).
+type sidePlan struct {
+	read     *ir.Relation
+	op       ir.ExprKind
+	children []*sidePlan
+	none     bool
 }
 
-func (ev *evaluator) appendReads(p *ir.Relation, out *[]*ir.Relation, budget int) bool {
+// subjectPlan returns what OpenFGA reads from the subject's side for p (a member of
+// another definition), and false when p is something it reads otherwise. A
+// relation's subject sets are not read: FromSubject marks only those whose subject
+// sets never reach the subject's type.
+func (ev *evaluator) subjectPlan(p *ir.Relation) (*sidePlan, bool) {
+	return ev.relationPlan(p, len(ev.s.Relations))
+}
+
+func (ev *evaluator) relationPlan(p *ir.Relation, budget int) (*sidePlan, bool) {
 	if budget == 0 {
-		return false
+		return nil, false
 	}
 	if !p.IsPermission() {
-		for _, a := range p.Allowed {
-			if a.Relation == "" && a.Type == ev.subject.Object.Type {
-				if !slices.Contains(*out, p) {
-					*out = append(*out, p)
-				}
-				break
-			}
-		}
-		return true
+		return &sidePlan{read: p}, true
 	}
-	for _, c := range unionOperands(p.Rewrite) {
-		switch {
-		case c.Kind == ir.Arrow:
-			// OpenFGA reads nothing for it: it is not one step from the subject
-			// (FromSubject says so), as weighed from the subject's type.
-		case c.Kind != ir.Ref || !ev.appendReads(c.Rel, out, budget-1):
-			return false
-		}
-	}
-	return true
+	return ev.exprPlan(p.Rewrite, budget-1)
 }
 
-// weight2Userset returns the relations of tuples to read from the subject's side for
-// the subject sets of allowed entry a of the relation being evaluated, or false when
-// OpenFGA follows them by their own tuples.
-func (ev *evaluator) weight2Userset(a ir.AllowedSubject) ([]*ir.Relation, bool) {
+func (ev *evaluator) exprPlan(x *ir.Expr, budget int) (*sidePlan, bool) {
+	switch x.Kind {
+	case ir.Ref:
+		return ev.relationPlan(x.Rel, budget)
+	case ir.Arrow:
+		// OpenFGA reads nothing for it: it is not one step from the subject
+		// (FromSubject says so), as weighed from the subject's type.
+		return &sidePlan{none: true}, true
+	case ir.Union, ir.Intersection, ir.Exclusion:
+		out := &sidePlan{op: x.Kind}
+		for _, c := range x.Children {
+			cp, ok := ev.exprPlan(c, budget)
+			if !ok {
+				return nil, false
+			}
+			out.children = append(out.children, cp)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// unionReads counts the reads of a plan of unions alone, and false for a plan with
+// an intersection or exclusion.
+func (p *sidePlan) unionReads() (int, bool) {
+	switch {
+	case p.read != nil:
+		return 1, true
+	case p.none:
+		return 0, true
+	case p.op != ir.Union:
+		return 0, false
+	}
+	n := 0
+	for _, c := range p.children {
+		k, ok := c.unionReads()
+		if !ok {
+			return 0, false
+		}
+		n += k
+	}
+	return n, true
+}
+
+// weight2Userset returns what to read from the subject's side for the subject sets
+// of allowed entry a of the relation being evaluated, or false when OpenFGA follows
+// them by their own tuples.
+func (ev *evaluator) weight2Userset(a ir.AllowedSubject) (*sidePlan, bool) {
 	if !ev.fga || ev.subject.Relation != "" || a.Caveat != "" || !slices.Contains(a.FromSubject, ev.subject.Object.Type) {
 		return nil, false
 	}
-	return ev.subjectReads(a.Rel)
+	return ev.subjectPlan(a.Rel)
 }
 
-// weight2Arrow returns, by parent type, the relation of tuples to read from the
-// subject's side for arrow x (a parent type whose target names no subject of the
-// subject's type has none), or nil when OpenFGA follows the arrow's tuples (also when
-// a target is a union: OpenFGA's answer then depends on which parent's read comes
-// first).
-func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*ir.Relation {
+// weight2Arrow returns, by parent type, what to read from the subject's side for
+// arrow x, or nil when OpenFGA follows the arrow's tuples (also when, of several
+// parent types, a target is a union of several reads: OpenFGA's answer then depends
+// on which parent's read comes first).
+func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*sidePlan {
 	if !ev.fga || ev.subject.Relation != "" || x.ArrowKind != ir.ArrowAny || !slices.Contains(x.FromSubject, ev.subject.Object.Type) {
 		return nil
 	}
-	out := map[string]*ir.Relation{}
+	out := map[string]*sidePlan{}
 	for _, a := range x.TuplesetRel.Allowed {
 		if a.Caveat != "" {
 			return nil // OpenFGA fails on the parent's condition first
@@ -103,12 +142,17 @@ func (ev *evaluator) weight2Arrow(x *ir.Expr) map[string]*ir.Relation {
 		if target == nil {
 			continue
 		}
-		reads, ok := ev.subjectReads(target)
-		if !ok || len(reads) > 1 {
+		plan, ok := ev.subjectPlan(target)
+		if !ok {
 			return nil
 		}
-		if len(reads) == 1 {
-			out[a.Type] = reads[0]
+		out[a.Type] = plan
+	}
+	if len(out) > 1 {
+		for _, plan := range out {
+			if n, unions := plan.unionReads(); unions && n > 1 {
+				return nil
+			}
 		}
 	}
 	return out
@@ -134,32 +178,108 @@ func (s *subjectSide) verdict(id string) outcome {
 	return s.failed
 }
 
-// union merges the reads of a union's operands: the objects any holds, and the
-// failure of an operand none of whose tuples held, which fails the whole (no failure
-// stands beside objects that hold).
-func (ev *evaluator) union(ctx context.Context, reads []*ir.Relation) (*subjectSide, error) {
-	if len(reads) == 1 {
-		return ev.fromSubject(ctx, reads[0])
+// sideOf reads plan as OpenFGA's fast path streams it: each read's objects in
+// order, and a condition failing on its tuples an error only when none of them
+// holds (a read "fails"); an operator's stream, once failed, sends its error before
+// any object. A union fails when any operand fails. An intersection or exclusion
+// first takes its operators' streams in order (one that failed fails it; one that
+// found nothing ends it, empty) and then its reads' in order, stopping at the first
+// that found nothing (empty: an exclusion's subtract leaves the base) or failed
+// (failing it); an arrow is an operand that found nothing before any is taken.
+func (ev *evaluator) sideOf(ctx context.Context, plan *sidePlan) (*subjectSide, error) {
+	switch {
+	case plan.read != nil:
+		return ev.fromSubject(ctx, plan.read)
+	case plan.none:
+		return &subjectSide{failed: outNo}, nil
 	}
-	out := &subjectSide{holds: map[string]bool{}, failed: outNo}
-	for _, s := range reads {
-		side, err := ev.fromSubject(ctx, s)
+	sides := make([]*subjectSide, len(plan.children))
+	for i, c := range plan.children {
+		side, err := ev.sideOf(ctx, c)
 		if err != nil {
 			return nil, err
 		}
-		if len(side.holds) == 0 && side.failed.st != no {
-			return side, nil
+		sides[i] = side
+	}
+	if plan.op == ir.Union {
+		out := &subjectSide{holds: map[string]bool{}, failed: outNo}
+		for _, side := range sides {
+			if side.fails() {
+				return side, nil
+			}
+			for id := range side.holds {
+				out.holds[id] = true
+			}
 		}
-		for id := range side.holds {
+		return out, nil
+	}
+	empty := &subjectSide{failed: outNo}
+	removed := -1 // the first operator operand that found nothing
+	for i, c := range plan.children {
+		if c.read == nil && sides[i].fails() {
+			return sides[i], nil
+		}
+		if c.read == nil && removed < 0 && len(sides[i].holds) == 0 {
+			removed = i
+		}
+	}
+	if plan.op == ir.Exclusion && removed == 1 {
+		return sides[0], nil
+	}
+	if removed >= 0 {
+		return empty, nil
+	}
+	for i, side := range sides {
+		switch {
+		case side.fails():
+			return side, nil
+		case len(side.holds) == 0 && plan.op == ir.Exclusion && i == 1:
+			return sides[0], nil
+		case len(side.holds) == 0:
+			return empty, nil
+		}
+	}
+	out := &subjectSide{holds: map[string]bool{}, failed: outNo}
+	for id := range sides[0].holds {
+		keep := true
+		for _, side := range sides[1:] {
+			keep = keep && side.holds[id] != (plan.op == ir.Exclusion)
+		}
+		if keep {
 			out.holds[id] = true
 		}
 	}
 	return out, nil
 }
 
+// add records one tuple of object id whose condition came out as o.
+func (s *subjectSide) add(id string, o outcome) {
+	switch o.st {
+	case has:
+		s.holds[id] = true
+	case no:
+	default:
+		s.failed = or(s.failed, o)
+	}
+}
+
+// contextualReader is a reader with a request's contextual tuples (OpenFGA's, from
+// internal/fga); Contextual returns those f matches, in key order. OpenFGA reads a
+// user's tuples from the subject's side in object order, one tuple per object, a
+// contextual tuple before any stored one: of an object with a contextual tuple in
+// the read, that tuple alone counts.
+type contextualReader interface {
+	Contextual(f store.Filter) []rel.Relationship
+}
+
+// fails reports whether the read or stream failed: nothing held and a condition
+// failed to evaluate.
+func (s *subjectSide) fails() bool { return len(s.holds) == 0 && s.failed.st != no }
+
 // fromSubject reads stored relation s from the subject's side, as OpenFGA does:
-// every tuple naming the subject or its type's wildcard, whatever its object,
-// remembered for the request.
+// every tuple naming the subject or its type's wildcard, whatever its object (of an
+// object with a contextual tuple, that one alone: contextualReader), remembered for
+// the request.
 func (ev *evaluator) fromSubject(ctx context.Context, s *ir.Relation) (*subjectSide, error) {
 	if side, ok := ev.left[s]; ok {
 		return side, nil
@@ -173,19 +293,28 @@ func (ev *evaluator) fromSubject(ctx context.Context, s *ir.Relation) (*subjectS
 		Subject: &store.SubjectFilter{Type: ev.subject.Object.Type, IDs: ids, Relation: "", RelationSet: true},
 	}
 	side := &subjectSide{holds: map[string]bool{}, failed: outNo}
+	var contextual map[string]bool // objects with a contextual tuple in the read
+	if cr, ok := ev.r.(contextualReader); ok {
+		for _, x := range cr.Contextual(f) {
+			if contextual == nil {
+				contextual = map[string]bool{}
+			}
+			if !contextual[x.Resource.ID] {
+				contextual[x.Resource.ID] = true
+				side.add(x.Resource.ID, ev.caveat(x.Caveat))
+			}
+		}
+	}
 	for item, err := range ev.r.Query(ctx, f, store.QueryOptions{}) {
 		if err != nil {
 			return nil, err
 		}
 		x := &item.Relationship
-		ev.tr.read(x.Expiration)
-		switch o := ev.caveat(x.Caveat); o.st {
-		case has:
-			side.holds[x.Resource.ID] = true
-		case no:
-		default:
-			side.failed = or(side.failed, o)
+		if contextual[x.Resource.ID] {
+			continue
 		}
+		ev.tr.read(x.Expiration)
+		side.add(x.Resource.ID, ev.caveat(x.Caveat))
 	}
 	if ev.left == nil {
 		ev.left = map[*ir.Relation]*subjectSide{}
@@ -198,11 +327,11 @@ func (ev *evaluator) fromSubject(ctx context.Context, s *ir.Relation) (*subjectS
 // by parent type) over its tupleset relationships all: a resource is granted when
 // one of its parents holds the subject, else denied, unless a parent type's read
 // found no tuple holding and a condition failing, which is then the answer.
-func (ev *evaluator) arrowFromSubject(ctx context.Context, all []edge, reads map[string]*ir.Relation) (results, error) {
+func (ev *evaluator) arrowFromSubject(ctx context.Context, all []edge, reads map[string]*sidePlan) (results, error) {
 	sides := make(map[string]*subjectSide, len(reads))
 	failed := outNo
-	for typ, s := range reads {
-		side, err := ev.fromSubject(ctx, s)
+	for typ, plan := range reads {
+		side, err := ev.sideOf(ctx, plan)
 		if err != nil {
 			return nil, err
 		}
@@ -225,11 +354,35 @@ func (ev *evaluator) arrowFromSubject(ctx context.Context, all []edge, reads map
 // recursiveSet reports whether OpenFGA resolves a, a relation's subject set of itself
 // (`[user, group#member]` on group#member), by its recursive strategy (internal/fga
 // marked it for the subject's type), and what it then reads from the subject's side.
-func (ev *evaluator) recursiveSet(a ir.AllowedSubject) ([]*ir.Relation, bool) {
+func (ev *evaluator) recursiveSet(a ir.AllowedSubject) (*sidePlan, bool) {
 	if !ev.fga || ev.subject.Relation != "" || a.Caveat != "" || !slices.Contains(a.FromSubject, ev.subject.Object.Type) {
 		return nil, false
 	}
-	return ev.subjectReads(a.Rel)
+	return ev.subjectPlan(a.Rel)
+}
+
+// recursiveArrow reports whether OpenFGA resolves arrow x by its recursive strategy:
+// internal/fga marked it for the subject's type, and its target is the relation
+// the arrow is in (`define viewer: [user] or viewer from parent`, parent of the same
+// type alone); and what it then reads from the subject's side, the target's relation
+// (its arrows read as nothing).
+func (ev *evaluator) recursiveArrow(x *ir.Expr) (*sidePlan, bool) {
+	if !ev.fga || ev.subject.Relation != "" || x.ArrowKind != ir.ArrowAny || !slices.Contains(x.FromSubject, ev.subject.Object.Type) {
+		return nil, false
+	}
+	if len(x.TuplesetRel.Allowed) != 1 || x.TuplesetRel.Allowed[0].Def != x.TuplesetRel.Def {
+		return nil, false
+	}
+	target := x.TargetOn(x.TuplesetRel.Def)
+	if target == nil || !target.IsPermission() || !within(target.Rewrite, x) {
+		return nil, false
+	}
+	return ev.subjectPlan(target)
+}
+
+// within reports whether expression e is x or has x among its operands, at any depth.
+func within(e, x *ir.Expr) bool {
+	return e == x || slices.ContainsFunc(e.Children, func(c *ir.Expr) bool { return within(c, x) })
 }
 
 // readsStored reports whether permission p reads stored relation r directly or in a
@@ -255,12 +408,12 @@ type object struct{ typ, id string }
 // recursive returns, when OpenFGA resolves the subject sets of stored relation r by
 // its recursive strategy, r's subject set entries (all of them: OpenFGA walks them
 // together) and what it reads from the subject's side.
-func (ev *evaluator) recursive(r *ir.Relation) ([]ir.AllowedSubject, []*ir.Relation, bool) {
+func (ev *evaluator) recursive(r *ir.Relation) ([]ir.AllowedSubject, *sidePlan, bool) {
 	if !ev.fga {
 		return nil, nil, false
 	}
 	var sets []ir.AllowedSubject
-	var reads []*ir.Relation
+	var reads *sidePlan
 	ok := false
 	for _, a := range r.Allowed {
 		if a.Relation == "" {
@@ -283,8 +436,8 @@ func (ev *evaluator) recursive(r *ir.Relation) ([]ir.AllowedSubject, []*ir.Relat
 // walks breadth first from each resource's subject sets (sets) to the first object
 // that holds, a level a step of depth; when none holds, the read's verdict stands
 // (the failure of a condition, or no).
-func (ev *evaluator) followRecursive(ctx context.Context, r *ir.Relation, sets []ir.AllowedSubject, reads []*ir.Relation, ids []string, depth int, out results) error {
-	side, err := ev.union(ctx, reads)
+func (ev *evaluator) followRecursive(ctx context.Context, r *ir.Relation, sets []ir.AllowedSubject, reads *sidePlan, ids []string, depth int, out results) error {
+	side, err := ev.sideOf(ctx, reads)
 	if err != nil {
 		return err
 	}

@@ -6,17 +6,25 @@ import (
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
 
-// schema builds the IR of a validated model: per type, in the model's order, a
+// schema builds the IR of a validated model, with OpenFGA's strategies st: per type, in the model's order, a
 // permission per relation (name order) and, for each relation assignable directly,
 // the stored relation of its tuples.
-func (c *compiler) schema(caveats []*ir.Caveat) *ir.Schema {
-	st := newStrategies(c.m)
+func (c *compiler) schema(st strategies, caveats []*ir.Caveat) *ir.Schema {
 	defs := make([]*ir.Definition, 0, len(c.m.GetTypeDefinitions()))
 	for _, td := range c.m.GetTypeDefinitions() {
 		d := &ir.Definition{Name: td.GetType()}
 		for _, r := range sortedKeys(td.GetRelations()) {
-			arrows := func(ttu *openfgav1.TupleToUserset) []string { return st.arrow(td.GetType(), r, ttu) }
-			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r], arrows)})
+			arrows := func(ttu *openfgav1.TupleToUserset) []string {
+				if ttu.GetComputedUserset().GetRelation() == r && c.onlyParent(td.GetType(), ttu.GetTupleset().GetRelation()) {
+					return st.recursiveArrow(td.GetType(), r)
+				}
+				return st.arrow(td.GetType(), r, ttu)
+			}
+			var reached []string
+			if st.reached != nil {
+				reached = append([]string{}, st.reached[td.GetType()+"#"+r]...)
+			}
+			d.Relations = append(d.Relations, &ir.Relation{Name: r, Rewrite: rewrite(r, td.GetRelations()[r], arrows), ReachedFrom: reached})
 		}
 		for _, r := range sortedKeys(td.GetRelations()) {
 			direct := c.direct[td.GetType()][r]
@@ -74,4 +82,11 @@ func operands(kind ir.ExprKind, r string, children []*openfgav1.Userset, arrows 
 		x.Children = append(x.Children, rewrite(r, ch, arrows))
 	}
 	return x
+}
+
+// onlyParent reports whether typ#tupleset admits typ alone, plainly: an arrow over it
+// to typ's own relation is recursive.
+func (c *compiler) onlyParent(typ, tupleset string) bool {
+	refs := c.direct[typ][tupleset]
+	return len(refs) == 1 && refs[0].GetType() == typ && refs[0].GetRelation() == "" && refs[0].GetWildcard() == nil && refs[0].GetCondition() == ""
 }

@@ -86,7 +86,8 @@ func Compile(m *openfgav1.AuthorizationModel) (*Model, []Problem) {
 	if len(c.probs) > 0 {
 		return nil, c.probs
 	}
-	return &Model{Proto: m, Schema: c.schema(caveats), direct: c.direct}, nil
+	st := newStrategies(m)
+	return &Model{Proto: m, Schema: c.schema(st, caveats), direct: c.direct, graph: st.wg}, nil
 }
 
 // index records each type and its relations' type restrictions, and refuses bad or

@@ -226,7 +226,7 @@ func (w *usersWalk) tuples(ctx context.Context, n node, relation string) ([]rel.
 		if err != nil {
 			return nil, err
 		}
-		ok, err := w.condition(item.Relationship.Caveat)
+		ok, err := conditionHolds(w.m, w.reqCtx, item.Relationship.Caveat)
 		errs = errors.Join(errs, err)
 		if ok {
 			out = append(out, item.Relationship)
@@ -235,18 +235,19 @@ func (w *usersWalk) tuples(ctx context.Context, n node, relation string) ([]rel.
 	return out, errs
 }
 
-// condition evaluates a tuple's condition as OpenFGA does: with the request context
-// under the tuple's own, failing unless every parameter is given.
-func (w *usersWalk) condition(c *rel.Caveat) (bool, error) {
+// conditionHolds evaluates a tuple's condition under m as OpenFGA does: with the
+// request context reqCtx under the tuple's own, failing unless every parameter is
+// given.
+func conditionHolds(m *Model, reqCtx map[string]any, c *rel.Caveat) (bool, error) {
 	if c == nil {
 		return true, nil
 	}
-	def := w.m.Schema.Caveat(c.Name)
+	def := m.Schema.Caveat(c.Name)
 	if def == nil {
 		return false, &engine.CaveatEvalError{Caveat: c.Name, Err: errors.New("condition was not found")}
 	}
-	merged := make(map[string]any, len(w.reqCtx)+len(c.Context))
-	maps.Copy(merged, w.reqCtx)
+	merged := make(map[string]any, len(reqCtx)+len(c.Context))
+	maps.Copy(merged, reqCtx)
 	maps.Copy(merged, c.Context)
 	converted, err := def.Compiled.ConvertContext(merged)
 	if err != nil {

@@ -2,8 +2,9 @@
 // by OpenFGA's own transformer) and its JSON/proto authorization models, validated as
 // WriteAuthorizationModel validates them and compiled to an *ir.Schema; the naming of
 // OpenFGA tuples as stored relationships and back; which stored tuples a model admits;
-// contextual tuples; ListUsers, walked as OpenFGA walks it; and OpenFGA's error
-// codes. It imports no gRPC or HTTP: the API in internal/server/openfga sits above it.
+// contextual tuples; ListObjects and ListUsers, walked as OpenFGA walks them; and
+// OpenFGA's error codes. It imports no gRPC or HTTP: the API in
+// internal/server/openfga sits above it.
 //
 // The representation: an OpenFGA relation r on type T is an IR permission named r (its
 // whole rewrite), and the tuples assigned to it directly (`this`) are an IR relation
@@ -16,6 +17,7 @@ import (
 	"strings"
 
 	openfgav1 "github.com/openfga/api/proto/openfga/v1"
+	"github.com/openfga/language/pkg/go/graph"
 
 	"github.com/latch-authz/latch/internal/schema/ir"
 )
@@ -38,6 +40,9 @@ type Model struct {
 
 	// direct holds each relation's type restrictions, by type and relation.
 	direct map[string]map[string][]*openfgav1.RelationReference
+	// graph is OpenFGA's weighted graph of the model (nil where OpenFGA builds none),
+	// which its ListObjects pipeline walks (pipelineObjects).
+	graph *graph.WeightedAuthorizationModelGraph
 }
 
 // Problem is one thing wrong with a model: at Line and Col (1-based) of DSL source, or

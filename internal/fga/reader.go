@@ -72,6 +72,19 @@ func (c *withContextual) Query(ctx context.Context, f store.Filter, opts store.Q
 	return store.WithAdded(store.WithUpdates(c.Reader, replace, c.now), add, c.now).Query(ctx, f, opts)
 }
 
+// Contextual returns the request's contextual tuples f matches, in key order: the
+// engine's reads from the subject's side take an object's contextual tuple alone,
+// as OpenFGA does (engine/weight2.go).
+func (c *withContextual) Contextual(f store.Filter) []rel.Relationship {
+	var out []rel.Relationship
+	for _, x := range c.tuples {
+		if f.Matches(x, c.now) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // replacesStored reports whether f reads the tuples of named users and x is one of
 // them. A wildcard's tuple is always read beside the stored one: OpenFGA takes it in
 // place of the stored one only in a Check of the wildcard itself, which a read of

@@ -51,6 +51,24 @@ func openFGAEngine() *engine.Engine {
 	return engine.New(engine.Config{Semantics: engine.OpenFGA, MaxDepth: engine.OpenFGAMaxDepth})
 }
 
+// checkAnswer asks the OpenFGA engine whether user has relation on object under m,
+// reading r, with request context reqCtx: "true", "false", or "error" with the error.
+func checkAnswer(t *testing.T, m *Model, r store.Reader, object, relation, user string, reqCtx map[string]any) (string, error) {
+	t.Helper()
+	req, err := m.CheckRequest(object, relation, user, mustStruct(t, reqCtx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+	if err == nil {
+		var allowed bool
+		if allowed, err = Allowed(res); err == nil {
+			return fmt.Sprint(allowed), nil
+		}
+	}
+	return "error", err
+}
+
 // OpenFGA fails a check when its 25th dispatch (computed userset, tupleset object,
 // subject set) would be resolved: a chain of usersets a_n → … → a1 takes n-2 of
 // them, since a2 reads a1's tuples from the subject's side (OpenFGA's weight-two
@@ -379,20 +397,7 @@ func TestSubjectSideReadsDecideMissingParameters(t *testing.T) {
 	} {
 		r := storeWith(t, c.m, c.tuples...)
 		for _, relation := range []string{"r1", "r2"} {
-			req, err := c.m.CheckRequest(c.object, relation, "user:2", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
-			got := "error"
-			if err == nil {
-				allowed, aerr := Allowed(res)
-				got = fmt.Sprint(allowed)
-				if aerr != nil {
-					got = "error"
-				}
-			}
-			if got != c.want {
+			if got, err := checkAnswer(t, c.m, r, c.object, relation, "user:2", nil); got != c.want {
 				t.Errorf("%s: Check %s#%s@user:2 = %s (%v); want %s", c.name, c.object, relation, got, err, c.want)
 			}
 		}
@@ -464,19 +469,202 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 		{"recursive: so it fails where they lead to the failing tuple", mixed, mixedTuples, "t0:2", "r0", nil, "error"},
 	} {
 		r := storeWith(t, c.m, c.tuples...)
-		req, err := c.m.CheckRequest(c.object, c.relation, "user:1", mustStruct(t, c.ctx))
+		if got, err := checkAnswer(t, c.m, r, c.object, c.relation, "user:1", c.ctx); got != c.want {
+			t.Errorf("%s: Check %s#%s@user:1 = %s (%v); want %s", c.name, c.object, c.relation, got, err, c.want)
+		}
+	}
+}
+
+// OpenFGA's weight-two strategy reads an `and` or `but not` of relations of tuples
+// from the user's side as merged streams, operand by operand in order: a read whose
+// tuples all fail a condition fails the check once it is reached, and a read that
+// found nothing ends an `and` (or leaves a `but not` its base) before the operands
+// after it are looked at. Here t1:0's tuples lack x; only t1:1 is the checked
+// object's parent. Each answer is OpenFGA v1.22.1's (the differential test's seed
+// 2238).
+func TestWeightTwoReadsOfAndAndButNotStopAsOpenFGAs(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t1]\n    define r2: r1 from r1\n    define r3: [t1]\n    define r4: r2 from r3\n"+
+		"type t1\n  relations\n    define r0: [user with flag, user:* with small, user with small]\n    define r1: [user:* with small] and r0\n"+
+		"    define r2: r0 and r5\n    define r3: [user:* with small] but not r0\n    define r4: r0 but not r5\n    define r5: [user:* with small]\n"+
+		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
+	cond := func(name string, ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r5", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r3", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:1", Condition: cond("flag", map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r1", User: "t1:1"},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r3", User: "t1:1"},
+	)
+	for _, c := range []struct {
+		relation, user string
+		reqCtx         map[string]any
+		want           string
+	}{
+		{"r2", "user:0", map[string]any{"on": true}, "error"}, // [user:* with small] fails before r0 is found empty
+		{"r2", "user:0", map[string]any{"x": 3}, "false"},
+		{"r2", "user:1", nil, "error"},
+		{"r4", "user:0", nil, "false"}, // r0 found nothing first
+		{"r4", "user:1", nil, "error"},
+	} {
+		if got, err := checkAnswer(t, m, r, "t0:0", c.relation, c.user, c.reqCtx); got != c.want {
+			t.Errorf("Check t0:0#%s@%s %v = %s (%v); want %s", c.relation, c.user, c.reqCtx, got, err, c.want)
+		}
+	}
+}
+
+// OpenFGA reads a user's tuples from the subject's side (its weight-two strategy,
+// here for the subject set t2#r1) in object order, one tuple per object, a contextual
+// tuple before the stored ones: the stored t2:1#r0@user:* lacking x is not evaluated
+// beside a contextual tuple of t2:1, whatever its user. Each answer is OpenFGA
+// v1.22.1's (the differential test's seed 1186).
+func TestSubjectSideReadsTakeAnObjectsContextualTupleAlone(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user, t2#r1]\n"+
+		"type t2\n  relations\n    define r0: [user:* with small, user with flag, user]\n    define r1: r0\n"+
+		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
+	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "t2:1#r1"},
+		&openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(nil)},
+	)
+	for _, c := range []struct {
+		user       string
+		contextual *openfgav1.TupleKey
+		want       string
+	}{
+		{"user:*", nil, "error"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 5})}, "true"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 15})}, "false"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(nil)}, "error"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 15})}, "false"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:2", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 5})}, "false"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:3"}, "true"},
+	} {
+		var contextual []*openfgav1.TupleKey
+		if c.contextual != nil {
+			contextual = append(contextual, c.contextual)
+		}
+		rc, err := m.Reader(r, contextual, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := openFGAEngine().Check(context.Background(), c.m.Schema, r, req)
-		got := "error"
-		if err == nil {
-			if allowed, aerr := Allowed(res); aerr == nil {
-				got = fmt.Sprint(allowed)
-			}
+		if got, err := checkAnswer(t, m, rc, "t0:0", "r0", c.user, nil); got != c.want {
+			t.Errorf("Check t0:0#r0@%s with contextual %v = %s (%v); want %s", c.user, c.contextual, got, err, c.want)
 		}
-		if got != c.want {
-			t.Errorf("%s: Check %s#%s@user:1 = %s (%v); want %s", c.name, c.object, c.relation, got, err, c.want)
+	}
+}
+
+// OpenFGA answers no at once for a relation its graph of the model has no path to
+// from the user, before it evaluates anything: here t0#r2 reaches no user, so the
+// subtract of t0#r0 is no, where evaluating it would meet the cycle t0:1#r2 → t0:1#r3
+// → t0:1#r2 (a cycle in a subtract makes a `but not` no). Each answer is OpenFGA
+// v1.22.1's (the differential test's seed 5122).
+func TestRelationsNoPathReachesAnswerNo(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: ([user:*, t0]) but not r2 from r1\n"+
+		"    define r1: [t0]\n    define r2: r1 from r1 or r1 or r3 from r1\n    define r3: (r2 from r1) but not r2\n")
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:*"},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r1", User: "t0:1"},
+		&openfgav1.TupleKey{Object: "t0:1", Relation: "r1", User: "t0:1"},
+	)
+	for _, c := range []struct {
+		object, relation, user string
+		want                   bool
+	}{
+		{"t0:2", "r0", "user:2", true},
+		{"t0:2", "r0", "user:*", true},
+		{"t0:2", "r0", "t0:1", false},
+		{"t0:1", "r2", "t0:1", true},
+		{"t0:1", "r3", "t0:1", false},
+	} {
+		req, err := m.CheckRequest(c.object, c.relation, c.user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := openFGAEngine().Check(context.Background(), m.Schema, r, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Allowed(res); err != nil || got != c.want {
+			t.Errorf("Check %s#%s@%s = %v, %v; want %v", c.object, c.relation, c.user, got, err, c.want)
+		}
+	}
+	req, err := m.LookupResourcesRequest("t0", "r0", "user:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := ListObjects(context.Background(), openFGAEngine(), m, r, req); err != nil || fmt.Sprint(ids) != "[2]" {
+		t.Errorf("ListObjects t0#r0@user:0 = %v, %v; want [2]", ids, err)
+	}
+}
+
+// OpenFGA reads `r3 from r1` whose r3 is a union of relations of tuples from the
+// user's side when the arrow has one parent type: the union's reads are merged, and
+// t0:2's tuple lacking x fails nothing while another tuple of the read (t0:0's)
+// holds. Each answer is OpenFGA v1.22.1's (the differential test's seed 3005).
+func TestWeightTwoArrowToAUnionOfOneParentType(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, user with flag, t1]\n"+
+		"    define r1: r0\n    define r2: r0\n    define r3: r0 or r1\n"+
+		"type t1\n  relations\n    define r0: ([user with flag, user] or r3 from r1) but not r2 from r1\n    define r1: [t0]\n    define r4: r3 from r1\n"+
+		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
+	cond := func(name string, ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r1", User: "t0:2"},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "user:2", Condition: cond("flag", map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:*", Condition: cond("small", nil)},
+	)
+	for _, c := range []struct {
+		relation, user string
+		reqCtx         map[string]any
+		want           string
+	}{
+		{"r0", "user:2", nil, "false"},
+		{"r4", "user:2", nil, "false"},
+		{"r4", "user:3", nil, "error"},
+		{"r4", "user:2", map[string]any{"x": 3}, "true"},
+	} {
+		if got, err := checkAnswer(t, m, r, "t1:1", c.relation, c.user, c.reqCtx); got != c.want {
+			t.Errorf("Check t1:1#%s@%s %v = %s (%v); want %s", c.relation, c.user, c.reqCtx, got, err, c.want)
+		}
+	}
+}
+
+// OpenFGA resolves a relation's arrow to itself (`define r0: [user with small] or r0
+// from r1`, r1 of the same type) by its recursive strategy: it reads the relation's
+// tuples of the user on every object and walks the object's parents to one of them;
+// a condition lacking a parameter on those tuples fails the check when none holds,
+// even on an object the walk never reaches, if the object has a parent. Each answer
+// is OpenFGA v1.22.1's (the differential test's seed 5131).
+func TestRecursiveArrowReadsAsOpenFGAs(t *testing.T) {
+	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user with small] or r0 from r1\n    define r1: [t1]\n"+
+		"condition small(x: int) {\n  x < 10\n}\n")
+	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
+		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
+	}
+	r := storeWith(t, m,
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "t1:1"},
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r1", User: "t1:3"},
+		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "user:2", Condition: small(nil)},
+		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:3", Condition: small(map[string]any{"x": 1})},
+	)
+	for _, c := range []struct {
+		object, user string
+		want         string
+	}{
+		{"t1:0", "user:2", "error"}, // t1:2's tuple lacks x, none holds
+		{"t1:2", "user:2", "error"}, // its own tuple lacks x
+		{"t1:1", "user:3", "true"},  // parent t1:3 holds
+		{"t1:0", "user:3", "true"},  // through t1:1 to t1:3
+		{"t1:3", "user:2", "false"}, // no parent: nothing is read from the user's side
+	} {
+		if got, err := checkAnswer(t, m, r, c.object, "r0", c.user, nil); got != c.want {
+			t.Errorf("Check %s#r0@%s = %s (%v); want %s", c.object, c.user, got, err, c.want)
 		}
 	}
 }

@@ -17,6 +17,10 @@ import (
 type strategies struct {
 	wg    *graph.WeightedAuthorizationModelGraph
 	types []string // every type of the model: the subject types to weigh
+	// reached holds, by relation ("type#relation"), the users from which OpenFGA's
+	// graph of the model has a path to it (ir.Relation.ReachedFrom); nil when
+	// the graph could not be built.
+	reached map[string][]string
 }
 
 func newStrategies(m *openfgav1.AuthorizationModel) strategies {
@@ -24,11 +28,59 @@ func newStrategies(m *openfgav1.AuthorizationModel) strategies {
 	if err != nil {
 		wg = nil
 	}
-	s := strategies{wg: wg}
+	s := strategies{wg: wg, reached: reachedFrom(m)}
 	for _, td := range m.GetTypeDefinitions() {
 		s.types = append(s.types, td.GetType())
 	}
 	return s
+}
+
+// reachedFrom returns, by relation, the users from which OpenFGA's (unweighted) graph
+// of the model has a path to it, as OpenFGA's Check asks of every relation it
+// resolves (PathExists): a breadth-first walk from each type, type wildcard and
+// subject set, the relation itself included for a subject set. Every relation has a
+// list, empty when nothing reaches it; the map is nil when the graph cannot be built.
+func reachedFrom(m *openfgav1.AuthorizationModel) map[string][]string {
+	g, err := graph.NewAuthorizationModelGraph(m)
+	if err != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	var sources []*graph.AuthorizationModelNode
+	for nodes := g.Nodes(); nodes.Next(); {
+		n, ok := nodes.Node().(*graph.AuthorizationModelNode)
+		if !ok {
+			continue
+		}
+		switch n.NodeType() {
+		case graph.SpecificTypeAndRelation:
+			if _, ok := out[n.Label()]; !ok {
+				out[n.Label()] = []string{}
+			}
+			sources = append(sources, n)
+		case graph.SpecificType, graph.SpecificTypeWildcard:
+			sources = append(sources, n)
+		}
+	}
+	for _, src := range sources {
+		seen := map[int64]bool{src.ID(): true}
+		queue := []*graph.AuthorizationModelNode{src}
+		for len(queue) > 0 {
+			n := queue[0]
+			queue = queue[1:]
+			if n.NodeType() == graph.SpecificTypeAndRelation {
+				out[n.Label()] = append(out[n.Label()], src.Label())
+			}
+			for next := g.From(n.ID()); next.Next(); {
+				x, ok := next.Node().(*graph.AuthorizationModelNode)
+				if ok && !seen[x.ID()] {
+					seen[x.ID()] = true
+					queue = append(queue, x)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // userset returns the subject types for which OpenFGA reads subject set ref of
@@ -117,6 +169,20 @@ func (s strategies) arrowWithin2(node *graph.WeightedAuthorizationModelNode, tup
 // strategy: the relation is recursive through that subject set alone, on no tuple
 // cycle, and everything else in it reaches the type in one step.
 func (s strategies) recursive(typ, relation string) []string {
+	return s.recursiveThrough(typ, relation, graph.DirectEdge, graph.DirectLogicalEdge)
+}
+
+// recursiveArrow is recursive for an arrow of typ#relation to itself (`define viewer:
+// [user] or viewer from parent`, parent of typ), OpenFGA's recursive strategy for
+// `x from y`.
+func (s strategies) recursiveArrow(typ, relation string) []string {
+	return s.recursiveThrough(typ, relation, graph.TTUEdge, graph.TTULogicalEdge)
+}
+
+// recursiveThrough returns the subject types for which typ#relation is recursive
+// through its own edge of kind self, which OpenFGA finds through rewrites and
+// groupings of kind logical.
+func (s strategies) recursiveThrough(typ, relation string, self, logical graph.EdgeType) []string {
 	if s.wg == nil {
 		return nil
 	}
@@ -126,16 +192,16 @@ func (s strategies) recursive(typ, relation string) []string {
 	}
 	var out []string
 	for _, t := range s.types {
-		if w, ok := node.GetWeight(t); ok && w == graph.Infinite && s.recursiveFor(node, t) {
+		if w, ok := node.GetWeight(t); ok && w == graph.Infinite && s.recursiveFor(node, t, self, logical) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// recursiveFor walks node's edges for type t as OpenFGA does: the subject set of
-// node itself must be there, and every other edge weighing t must weigh 1.
-func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t string) bool {
+// recursiveFor walks node's edges for type t as OpenFGA does: node's own edge of kind
+// self must be there, and every other edge weighing t must weigh 1.
+func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t string, self, logical graph.EdgeType) bool {
 	edges, ok := s.wg.GetEdgesFromNode(node)
 	if !ok {
 		return false
@@ -149,11 +215,11 @@ func (s strategies) recursiveFor(node *graph.WeightedAuthorizationModelNode, t s
 				continue
 			}
 			if e.GetRecursiveRelation() == node.GetUniqueLabel() {
-				if e.GetEdgeType() == graph.DirectEdge && e.GetTo() == node && !found {
+				if e.GetEdgeType() == self && e.GetTo() == node && !found {
 					found = true
 					continue
 				}
-				if e.GetEdgeType() == graph.RewriteEdge || e.GetEdgeType() == graph.DirectLogicalEdge {
+				if e.GetEdgeType() == graph.RewriteEdge || e.GetEdgeType() == logical {
 					more, ok := s.wg.GetEdgesFromNode(e.GetTo())
 					if !ok {
 						return false

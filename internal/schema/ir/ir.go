@@ -178,6 +178,11 @@ type Relation struct {
 	Allowed []AllowedSubject
 	// Rewrite is a permission's expression; nil for a relation.
 	Rewrite *Expr
+	// ReachedFrom lists, for a permission of an OpenFGA model, the users from which
+	// OpenFGA's graph of the model has a path to it: types ("user"), their wildcards
+	// ("user:*") and subject sets ("group#member"); OpenFGA answers no for any other
+	// without evaluating it. nil when not known (SpiceDB and Permify schemas).
+	ReachedFrom []string
 }
 
 // IsPermission reports whether r is a permission.
@@ -316,7 +321,8 @@ type Expr struct {
 	// that form rather than as `rel->perm`.
 	AnySpelled bool
 	// FromSubject (Arrow) lists the subject types for which OpenFGA resolves the arrow
-	// from the subject's side (its weight-two strategy); set for OpenFGA models only.
+	// from the subject's side (its weight-two strategy, or its recursive one for an
+	// arrow to its own relation); set for OpenFGA models only.
 	FromSubject []string
 
 	// targets resolves Target on every definition, indexed by Definition.ID; arrows
