@@ -406,8 +406,9 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 // unconditional), in id order, with the set edges of the longest chain down from it
 // and whether a cycle is reachable from it (a walk would follow it round until its
 // depth limit); or false when the index cannot say so exactly: it cannot read rev
-// (see View), or a relationship on the set or below it is caveated, expiring or names
-// a subject set the index does not hold. Only a
+// (see View), a relationship on the set or below it is caveated, expiring or names
+// a subject set the index does not hold, or it is a chain's set that reaches a cycle
+// (evaluated: see clean). Only a
 // relation whose subject sets are all of itself is asked, or a chain (plan), whose
 // descendants on id are the objects its arrow reaches from id: the sets nested in it
 // are all of it.
@@ -461,9 +462,10 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 
 // clean reports whether every relationship on set id or below it at rev is
 // unconditional, so that the sets nested in it are all its descendants in the set
-// graph: by its summary, or for a set that reaches a cycle (whose summary cannot
-// tell), by no relationship the index holds being caveated or expiring. The caller
-// holds mu.
+// graph: by its summary, or for a nested set that reaches a cycle (whose summary
+// cannot tell), by no relationship of the nested-set relations being caveated or
+// expiring (a chain's set that reaches a cycle is not said to be). The caller holds
+// mu.
 func (st *state) clean(id uint32, rev store.Revision) bool {
 	sn := st.setOf(id)
 	if sn == nil {
@@ -475,6 +477,9 @@ func (st *state) clean(id uint32, rev store.Revision) bool {
 	}
 	if s.height != inf {
 		return s.taint == absent
+	}
+	if st.chainSet(id) {
+		return false
 	}
 	tainted, ok := st.tainted.at(rev)
 	return ok && !tainted

@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -124,23 +125,26 @@ type state struct {
 
 	bytes   atomic.Int64 // the memory the index holds
 	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
-	// tainted says whether any relationship of the indexed relations is conditional
-	// or expiring: while none is, a subject's sets are exactly its parents and their
-	// ancestors, which a lookup can take whole.
+	// tainted says whether any relationship of the nested-set relations (the chains
+	// aside, whose sets hold none of theirs) is conditional or expiring: while none is,
+	// a subject's sets are exactly its parents and their ancestors, which a lookup can
+	// take whole.
 	tainted chain[bool]
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // guarded by wakeMu; closed and replaced when applied advances
 
 	// Writer only.
-	conds     map[pair]class // the conditional and expiring relationships
-	pending   map[uint32]*delta
-	downs     []uint32 // sets whose ancestors may have changed this revision
-	ups       []uint32 // sets whose summaries may have changed this revision
-	queue     []pruneItem
-	published []revAt
-	buf       []byte
-	scratch   scratch
+	conds map[pair]class // the conditional and expiring relationships
+	// chainConds counts the conds of chains' sets.
+	chainConds int
+	pending    map[uint32]*delta
+	downs      []uint32 // sets whose ancestors may have changed this revision
+	ups        []uint32 // sets whose summaries may have changed this revision
+	queue      []pruneItem
+	published  []revAt
+	buf        []byte
+	scratch    scratch
 	// scratchBytes is what scratch held when last counted in bytes.
 	scratchBytes int64
 	// droppable is the part of bytes the memory bound may drop (grow).
@@ -368,6 +372,9 @@ func (st *state) account(k pair, isSet bool, c class, sign int32) {
 		p.exp += sign
 	}
 	st.ups = append(st.ups, k.set)
+	if st.chainSet(k.set) {
+		st.chainConds += int(sign)
+	}
 	if sign > 0 {
 		st.conds[k] = c
 		st.bytes.Add(condBytes)
@@ -375,6 +382,14 @@ func (st *state) account(k pair, isSet bool, c class, sign int32) {
 		delete(st.conds, k)
 		st.bytes.Add(-condBytes)
 	}
+}
+
+// chainSet reports whether set id is a chain's (plan). The caller is the writer, or
+// holds mu.
+func (st *state) chainSet(id uint32) bool {
+	typ, rest, _ := bytes.Cut(st.names.name(id), []byte{':'})
+	i := bytes.LastIndexByte(rest, '#')
+	return i >= 0 && st.plan.chains[relKey{string(typ), string(rest[i+1:])}]
 }
 
 func (st *state) delta(id uint32) *delta {
@@ -414,7 +429,7 @@ func (st *state) finish(rev store.Revision) error {
 	st.updateAncestors(st.closure(st.downs, true), rev)
 	st.summarize(st.closure(st.ups, false), rev)
 	st.downs, st.ups = nil, nil
-	if t, _ := st.tainted.current(); t != (len(st.conds) > 0) {
+	if t, _ := st.tainted.current(); t != (len(st.conds) > st.chainConds) {
 		delta, _ := st.tainted.push(rev, !t, false, boolBytes)
 		st.bytes.Add(delta)
 	}
