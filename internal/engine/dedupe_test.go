@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -41,30 +40,6 @@ func TestDedupe(t *testing.T) {
 		}
 		if !slices.Equal(in, tc.in) {
 			t.Errorf("dedupe changed its input %q to %q", tc.in, in)
-		}
-	}
-}
-
-// TestSortIDs: sortIDs orders ids as slices.Sort does, on both sides of the size at
-// which it switches to numeric prefixes, with ids shorter and longer than eight
-// bytes, ids that are prefixes of others, NUL and high bytes, and repeats.
-func TestSortIDs(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte{0, 1, 'a', 'b', 'u', '0', '9', 0xff}
-	for _, n := range []int{0, 1, 255, 256, 2000} {
-		ids := make([]string, n)
-		for i := range ids {
-			b := make([]byte, rnd.IntN(12))
-			for j := range b {
-				b[j] = alphabet[rnd.IntN(len(alphabet))]
-			}
-			ids[i] = string(b)
-		}
-		want := slices.Clone(ids)
-		slices.Sort(want)
-		sortIDs(ids)
-		if !slices.Equal(ids, want) {
-			t.Fatalf("%d ids: sortIDs gave %q, want %q", n, ids, want)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 			ids = append(ids, id)
 		}
 	}
-	sortIDs(ids)
+	rel.SortIDs(ids)
 	for _, id := range ids {
 		if emitted != nil {
 			emitted[id] = true
@@ -235,7 +235,7 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 	for id := range res {
 		ids = append(ids, id)
 	}
-	sortIDs(ids)
+	rel.SortIDs(ids)
 	for ids := range slices.Chunk(ids, lookupChunk) {
 		if err := fn(restrict(res, ids)); err != nil {
 			return err
@@ -286,7 +286,7 @@ func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req Lo
 			ids = append(ids, id)
 		}
 	}
-	sortIDs(ids)
+	rel.SortIDs(ids)
 	for chunk := range slices.Chunk(ids, lookupChunk) {
 		part := restrict(cands, chunk)
 		if !recursive {
@@ -966,7 +966,7 @@ func (l *reverseLookup) walkBackFrom(ctx context.Context, resType, relation stri
 	if len(ids) == 0 {
 		return nil
 	}
-	sortIDs(ids)
+	rel.SortIDs(ids)
 	f := store.Filter{ResourceType: resType, Relation: relation, Subject: &store.SubjectFilter{
 		Type: sf.Type, IDs: ids, Relation: sf.Relation, RelationSet: sf.RelationSet,
 	}}

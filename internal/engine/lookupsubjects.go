@@ -801,7 +801,7 @@ func (o *subjectsRun) leafBatch(ns []*planNode, after string) idStream {
 	for i, n := range ns {
 		f.ResourceIDs[i] = n.id
 	}
-	sortIDs(f.ResourceIDs) // nearly sorted (an index's sets are), which a store reads fastest
+	rel.SortIDs(f.ResourceIDs) // nearly sorted (an index's sets are), which a store reads fastest
 	// The granted subjects apart, as ids alone, which sort faster than members.
 	var granted []string
 	var ms []member
@@ -817,7 +817,7 @@ func (o *subjectsRun) leafBatch(ns []*planNode, after string) idStream {
 			ms = append(ms, member{id, c})
 		}
 	}
-	sortIDs(granted)
+	rel.SortIDs(granted)
 	granted = slices.Compact(granted)
 	if len(ms) == 0 {
 		out := make([]member, len(granted))

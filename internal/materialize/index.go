@@ -455,7 +455,7 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		}
 		ids = append(ids, id)
 	}
-	slices.Sort(ids)
+	rel.SortIDs(ids)
 	x.answers.Add(1)
 	return ids, int(h), false, true
 }
