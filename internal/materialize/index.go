@@ -350,8 +350,7 @@ func (x *Index) View(ctx context.Context, rev store.Revision, subject rel.Subjec
 	if st == nil || st.plan.empty() {
 		return nil
 	}
-	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
-		x.fallbacks.Add(1)
+	if !x.readable(ctx, st, rev) {
 		return nil
 	}
 	v := st.view(rev, subject)
@@ -375,8 +374,7 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 	if st == nil || !st.plan.indexes(r.Def.Name, r.Name) {
 		return nil, nil, false
 	}
-	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
-		x.fallbacks.Add(1)
+	if !x.readable(ctx, st, rev) {
 		return nil, nil, false
 	}
 	if tainted, ok := st.tainted.at(rev); !ok || tainted {
@@ -417,8 +415,7 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 	if st == nil || !st.plan.holds(r.Def.Name, r.Name) {
 		return nil, 0, false, false
 	}
-	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
-		x.fallbacks.Add(1)
+	if !x.readable(ctx, st, rev) {
 		return nil, 0, false, false
 	}
 	st.mu.RLock()
@@ -537,6 +534,16 @@ func idIn(name []byte, r *ir.Relation) (string, bool) {
 		return "", false
 	}
 	return string(id), true
+}
+
+// readable reports whether st can be read at rev: it has applied rev, waiting at most
+// Config.Wait for it, and still keeps it. A read it cannot serve counts as a fallback.
+func (x *Index) readable(ctx context.Context, st *state, rev store.Revision) bool {
+	if !st.reached(ctx, rev, x.cfg.Wait) || uint64(rev) < st.horizon.Load() {
+		x.fallbacks.Add(1)
+		return false
+	}
+	return true
 }
 
 // reached waits, at most wait, for the index to have applied rev.
