@@ -190,16 +190,23 @@ func (x *reverseExpansion) public(typ, relation, userType string) bool {
 // of `and` and the base of `but not` (both marking their steps to be checked); each
 // relation is looked into once (visited).
 func (x *reverseExpansion) steps(typ, relation string, subject rel.SubjectRef, visited map[string]bool) []step {
-	key := typ + "#" + relation
-	if visited[key] {
-		return nil
-	}
-	visited[key] = true
-	u, ok := x.types[typ].GetRelations()[relation]
+	u, ok := x.unvisited(typ, relation, visited)
 	if !ok {
 		return nil
 	}
 	return x.rewriteSteps(typ, relation, u, subject, visited)
+}
+
+// unvisited marks typ#relation visited and returns its rewrite, or false when it was
+// visited already or the model has no such relation.
+func (x *reverseExpansion) unvisited(typ, relation string, visited map[string]bool) (*openfgav1.Userset, bool) {
+	key := typ + "#" + relation
+	if visited[key] {
+		return nil, false
+	}
+	visited[key] = true
+	u, ok := x.types[typ].GetRelations()[relation]
+	return u, ok
 }
 
 func (x *reverseExpansion) rewriteSteps(typ, relation string, u *openfgav1.Userset, subject rel.SubjectRef, visited map[string]bool) []step {
@@ -275,12 +282,7 @@ func sameReference(ref *openfgav1.RelationReference, subject rel.SubjectRef) boo
 // in order through computed relations and arrows, decides (an `and` when looking for
 // a `but not` says no); failing that, the subject sets of its type restrictions.
 func (x *reverseExpansion) involves(typ, relation string, exclusion bool, visited map[string]bool) bool {
-	key := typ + "#" + relation
-	if visited[key] {
-		return false
-	}
-	visited[key] = true
-	u, ok := x.types[typ].GetRelations()[relation]
+	u, ok := x.unvisited(typ, relation, visited)
 	if !ok {
 		return false
 	}
