@@ -1,8 +1,6 @@
 package fga
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,33 +15,29 @@ import (
 // same key. Each answer is OpenFGA v1.22.1's (the differential test's seeds 14, 1076,
 // 1111 and their neighbours).
 func TestListObjectsReadsAsOpenFGAsPipeline(t *testing.T) {
-	const conds = "condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n"
-	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
-	}
 	// Seed 14: t2:1#r1's subject set t0:1#r0 holds no user, so OpenFGA's Check of
 	// t2:1 denies; its pipeline reads t0#r0's tuples of user:2 first and fails on t0:0's.
 	seed14 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user with small, t1, user with flag]\n    define r1: [t2] or r0\n"+
 		"type t1\n  relations\n    define r0: [user:* with small, t0#r1]\n"+
-		"type t2\n  relations\n    define r0: [user:* with small, t2#r0]\n    define r1: [t0, t0#r0]\n"+conds)
+		"type t2\n  relations\n    define r0: [user:* with small, t2#r0]\n    define r1: [t0, t0#r0]\n"+smallAndFlag)
 	seed14Tuples := []*openfgav1.TupleKey{
 		{Object: "t2:1", Relation: "r1", User: "t0:1#r0"},
-		{Object: "t0:0", Relation: "r0", User: "user:2", Condition: small(nil)},
+		{Object: "t0:0", Relation: "r0", User: "user:2", Condition: condition(t, "small", nil)},
 	}
 	// Seed 1111: the stored wildcard tuple holds (x 9), the contextual one of the same
 	// key lacks x and is read too.
-	seed1111 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, t0#r0]\n"+conds)
+	seed1111 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, t0#r0]\n"+smallAndFlag)
 	seed1111Tuples := []*openfgav1.TupleKey{
 		{Object: "t0:1", Relation: "r0", User: "t0:0#r0"},
-		{Object: "t0:0", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 9})},
+		{Object: "t0:0", Relation: "r0", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 9})},
 	}
 	sets := mustModel(t, "model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define a: [user, user with small]\n    define b: [user]\n"+
-		"    define both: a and b\n    define only: a but not b\n"+conds)
+		"    define both: a and b\n    define only: a but not b\n"+smallAndFlag)
 	setTuples := []*openfgav1.TupleKey{
 		{Object: "doc:1", Relation: "a", User: "user:1"},
 		{Object: "doc:2", Relation: "a", User: "user:1"},
 		{Object: "doc:2", Relation: "b", User: "user:1"},
-		{Object: "doc:3", Relation: "a", User: "user:1", Condition: small(map[string]any{"x": 12})},
+		{Object: "doc:3", Relation: "a", User: "user:1", Condition: condition(t, "small", map[string]any{"x": 12})},
 		{Object: "doc:3", Relation: "b", User: "user:1"},
 		{Object: "doc:4", Relation: "b", User: "user:1"},
 	}
@@ -62,7 +56,7 @@ func TestListObjectsReadsAsOpenFGAsPipeline(t *testing.T) {
 		{"a condition that does not hold", seed14, seed14Tuples, nil, "t0", "r1", "user:2", map[string]any{"x": 30}, "[]"},
 		{"stored tuple alone", seed1111, seed1111Tuples, nil, "t0", "r0", "user:9", nil, "[0 1]"},
 		{"contextual beside stored", seed1111, seed1111Tuples, []*openfgav1.TupleKey{
-			{Object: "t0:0", Relation: "r0", User: "user:*", Condition: small(nil)},
+			{Object: "t0:0", Relation: "r0", User: "user:*", Condition: condition(t, "small", nil)},
 		}, "t0", "r0", "user:9", nil, "error 2000"},
 		{"and", sets, setTuples, nil, "doc", "both", "user:1", nil, "[2]"},
 		{"but not", sets, setTuples, nil, "doc", "only", "user:1", nil, "[1]"},
@@ -72,16 +66,7 @@ func TestListObjectsReadsAsOpenFGAsPipeline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := c.m.LookupResourcesRequest(c.typ, c.rel, c.user, mustStruct(t, c.reqCtx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := ListObjects(context.Background(), openFGAEngine(), c.m, r, req)
-		got := fmt.Sprint(ids)
-		if err != nil {
-			got = fmt.Sprintf("error %d", ErrorCode(err))
-		}
-		if got != c.want {
+		if got, err := listAnswer(t, c.m, r, c.typ, c.rel, c.user, c.reqCtx); got != c.want {
 			t.Errorf("%s: ListObjects %s#%s@%s = %s (%v); want %s", c.name, c.typ, c.rel, c.user, got, err, c.want)
 		}
 	}
@@ -95,14 +80,10 @@ func TestListObjectsReadsAsOpenFGAsPipeline(t *testing.T) {
 // check of t1:1, fails nothing. Each answer is OpenFGA v1.22.1's (the differential
 // test's seeds 143 and 1063).
 func TestListObjectsReverseExpandsAsOpenFGA(t *testing.T) {
-	const conds = "condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n"
-	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
-	}
 	seed1063 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, user:*]\n"+
-		"type t1\n  relations\n    define r0: ([user:*, user with flag]) but not r0 from r1\n    define r1: [t0]\n    define r2: r0\n"+conds)
+		"type t1\n  relations\n    define r0: ([user:*, user with flag]) but not r0 from r1\n    define r1: [t0]\n    define r2: r0\n"+smallAndFlag)
 	seed1063Tuples := []*openfgav1.TupleKey{
-		{Object: "t0:2", Relation: "r0", User: "user:*", Condition: small(nil)},
+		{Object: "t0:2", Relation: "r0", User: "user:*", Condition: condition(t, "small", nil)},
 		{Object: "t0:1", Relation: "r0", User: "user:*"},
 		{Object: "t1:1", Relation: "r1", User: "t0:2"},
 		{Object: "t1:1", Relation: "r0", User: "user:*"},
@@ -111,10 +92,10 @@ func TestListObjectsReverseExpandsAsOpenFGA(t *testing.T) {
 	}
 	seed143 := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user, t0#r1]\n"+
 		"    define r1: [user:* with small, t1]\n    define r2: ([t0#r1, user:* with small]) but not r1\n"+
-		"type t1\n  relations\n    define r0: [user:*, t1#r1]\n    define r1: r0\n"+conds)
+		"type t1\n  relations\n    define r0: [user:*, t1#r1]\n    define r1: r0\n"+smallAndFlag)
 	seed143Tuples := []*openfgav1.TupleKey{
-		{Object: "t0:0", Relation: "r1", User: "user:*", Condition: small(nil)},
-		{Object: "t0:2", Relation: "r1", User: "user:*", Condition: small(map[string]any{"x": 8})},
+		{Object: "t0:0", Relation: "r1", User: "user:*", Condition: condition(t, "small", nil)},
+		{Object: "t0:2", Relation: "r1", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 8})},
 		{Object: "t0:0", Relation: "r0", User: "t0:0#r1"},
 	}
 	for _, c := range []struct {
@@ -135,17 +116,7 @@ func TestListObjectsReverseExpandsAsOpenFGA(t *testing.T) {
 		{seed143, seed143Tuples, "t0", "r0", "t0:0#r1", nil, "[0]"},
 		{seed143, seed143Tuples, "t0", "r1", "t0:0#r1", nil, "[0]"},
 	} {
-		r := storeWith(t, c.m, c.tuples...)
-		req, err := c.m.LookupResourcesRequest(c.typ, c.rel, c.user, mustStruct(t, c.reqCtx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := ListObjects(context.Background(), openFGAEngine(), c.m, r, req)
-		got := fmt.Sprint(ids)
-		if err != nil {
-			got = fmt.Sprintf("error %d", ErrorCode(err))
-		}
-		if got != c.want {
+		if got, err := listAnswer(t, c.m, storeWith(t, c.m, c.tuples...), c.typ, c.rel, c.user, c.reqCtx); got != c.want {
 			t.Errorf("ListObjects %s#%s@%s %v = %s (%v); want %s", c.typ, c.rel, c.user, c.reqCtx, got, err, c.want)
 		}
 	}

@@ -69,6 +69,29 @@ func checkAnswer(t *testing.T, m *Model, r store.Reader, object, relation, user 
 	return "error", err
 }
 
+// listAnswer is what ListObjects answers for typ#relation@user with the request
+// context reqCtx: the object ids, or "error " and the OpenFGA error code.
+func listAnswer(t *testing.T, m *Model, r store.Reader, typ, relation, user string, reqCtx map[string]any) (string, error) {
+	t.Helper()
+	req, err := m.LookupResourcesRequest(typ, relation, user, mustStruct(t, reqCtx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := ListObjects(context.Background(), openFGAEngine(), m, r, req)
+	if err != nil {
+		return fmt.Sprintf("error %d", ErrorCode(err)), err
+	}
+	return fmt.Sprint(ids), nil
+}
+
+// condition is a tuple's condition name with its context.
+func condition(t *testing.T, name string, ctx map[string]any) *openfgav1.RelationshipCondition {
+	return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
+}
+
+// smallAndFlag declares the conditions the models of these tests use.
+const smallAndFlag = "condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n"
+
 // OpenFGA fails a check when its 25th dispatch (computed userset, tupleset object,
 // subject set) would be resolved: a chain of usersets a_n → … → a1 takes n-2 of
 // them, since a2 reads a1's tuples from the subject's side (OpenFGA's weight-two
@@ -317,11 +340,8 @@ func TestListUsersOfASubjectSetNamesDirectObjectsOfItsType(t *testing.T) {
 // takes the stored one's place.
 func TestContextualTupleOfAStoredKey(t *testing.T) {
 	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype doc\n  relations\n    define viewer: [user, user with small, user:* with small]\ncondition small(x: int) {\n  x < 10\n}\n")
-	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
-	}
 	r := storeWith(t, m,
-		&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*", Condition: small(map[string]any{"x": 7})},
+		&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 7})},
 		&openfgav1.TupleKey{Object: "doc:2", Relation: "viewer", User: "user:2"},
 	)
 	for _, c := range []struct {
@@ -332,9 +352,9 @@ func TestContextualTupleOfAStoredKey(t *testing.T) {
 	}{
 		// The stored wildcard tuple (x 7) grants; the contextual one, lacking x, is read
 		// beside it and cannot take that away.
-		{&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*", Condition: small(nil)}, "doc:1", "user:0", true},
+		{&openfgav1.TupleKey{Object: "doc:1", Relation: "viewer", User: "user:*", Condition: condition(t, "small", nil)}, "doc:1", "user:0", true},
 		// The contextual tuple of user:2 (x 18) replaces the stored unconditional one.
-		{&openfgav1.TupleKey{Object: "doc:2", Relation: "viewer", User: "user:2", Condition: small(map[string]any{"x": 18})}, "doc:2", "user:2", false},
+		{&openfgav1.TupleKey{Object: "doc:2", Relation: "viewer", User: "user:2", Condition: condition(t, "small", map[string]any{"x": 18})}, "doc:2", "user:2", false},
 	} {
 		rc, err := m.Reader(r, []*openfgav1.TupleKey{c.contextual}, time.Now())
 		if err != nil {
@@ -372,16 +392,13 @@ func TestSubjectSideReadsDecideMissingParameters(t *testing.T) {
 	weighted := mustModel(t, "model\n  schema 1.1\ntype user\n"+types+flag)
 	unweighted := mustModel(t, "model\n  schema 1.1\ntype user\n"+types+
 		"    define r1: [t0]\n    define r2: r0 and r1\n"+flag)
-	cond := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "flag", Context: mustStruct(t, ctx)}
-	}
 	failing := []*openfgav1.TupleKey{
-		{Object: "t1:2", Relation: "r0", User: "user:2", Condition: cond(nil)},
+		{Object: "t1:2", Relation: "r0", User: "user:2", Condition: condition(t, "flag", nil)},
 		{Object: "t0:1", Relation: "r1", User: "t1:1#r0"},
 		{Object: "t0:1", Relation: "parent", User: "t1:1"},
 	}
-	holding := append(slices.Clone(failing), &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:2", Condition: cond(map[string]any{"on": true})})
-	granting := append(slices.Clone(failing), &openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:2", Condition: cond(map[string]any{"on": true})})
+	holding := append(slices.Clone(failing), &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:2", Condition: condition(t, "flag", map[string]any{"on": true})})
+	granting := append(slices.Clone(failing), &openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:2", Condition: condition(t, "flag", map[string]any{"on": true})})
 	for _, c := range []struct {
 		name   string
 		m      *Model
@@ -419,10 +436,7 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 	withArrow := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t0]\n"+
 		"type t1\n  relations\n    define r0: [user:* with flag, t0] or r1 from r1\n    define r1: [t0]\n"+
 		"type t2\n  relations\n    define r0: [user, t1#r0]\n"+flag)
-	cond := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "flag", Context: mustStruct(t, ctx)}
-	}
-	failing := &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:1", Condition: cond(nil)}
+	failing := &openfgav1.TupleKey{Object: "t1:0", Relation: "r0", User: "user:1", Condition: condition(t, "flag", nil)}
 	unionTuples := []*openfgav1.TupleKey{
 		failing,
 		{Object: "t1:1", Relation: "r1", User: "user:1"},
@@ -435,16 +449,16 @@ func TestUnionAndRecursiveReadsDecideMissingParameters(t *testing.T) {
 	mixed := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user with flag, t0#r0, t1#r1]\n"+
 		"type t1\n  relations\n    define r0: [user with flag, t0#r0]\n    define r1: [t0]\n"+flag)
 	mixedTuples := []*openfgav1.TupleKey{
-		{Object: "t0:1", Relation: "r0", User: "user:1", Condition: cond(nil)},
+		{Object: "t0:1", Relation: "r0", User: "user:1", Condition: condition(t, "flag", nil)},
 		{Object: "t0:2", Relation: "r0", User: "t1:2#r1"},
 		{Object: "t1:2", Relation: "r0", User: "t0:1#r0"},
 	}
 	arrowTuples := []*openfgav1.TupleKey{
-		{Object: "t1:0", Relation: "r0", User: "user:*", Condition: cond(nil)},
+		{Object: "t1:0", Relation: "r0", User: "user:*", Condition: condition(t, "flag", nil)},
 		{Object: "t2:0", Relation: "r0", User: "t1:1#r0"},
 	}
 	holding := append(slices.Clone(chain),
-		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:1", Condition: cond(map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:1", Condition: condition(t, "flag", map[string]any{"on": true})},
 		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "t1:3#r0"},
 		&openfgav1.TupleKey{Object: "t1:5", Relation: "r0", User: "t1:4#r0"},
 	)
@@ -486,15 +500,12 @@ func TestWeightTwoReadsOfAndAndButNotStopAsOpenFGAs(t *testing.T) {
 	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r1: [t1]\n    define r2: r1 from r1\n    define r3: [t1]\n    define r4: r2 from r3\n"+
 		"type t1\n  relations\n    define r0: [user with flag, user:* with small, user with small]\n    define r1: [user:* with small] and r0\n"+
 		"    define r2: r0 and r5\n    define r3: [user:* with small] but not r0\n    define r4: r0 but not r5\n    define r5: [user:* with small]\n"+
-		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
-	cond := func(name string, ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
-	}
+		smallAndFlag)
 	r := storeWith(t, m,
-		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "user:*", Condition: cond("small", nil)},
-		&openfgav1.TupleKey{Object: "t1:0", Relation: "r5", User: "user:*", Condition: cond("small", nil)},
-		&openfgav1.TupleKey{Object: "t1:0", Relation: "r3", User: "user:*", Condition: cond("small", nil)},
-		&openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:1", Condition: cond("flag", map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "user:*", Condition: condition(t, "small", nil)},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r5", User: "user:*", Condition: condition(t, "small", nil)},
+		&openfgav1.TupleKey{Object: "t1:0", Relation: "r3", User: "user:*", Condition: condition(t, "small", nil)},
+		&openfgav1.TupleKey{Object: "t1:1", Relation: "r0", User: "user:1", Condition: condition(t, "flag", map[string]any{"on": true})},
 		&openfgav1.TupleKey{Object: "t0:0", Relation: "r1", User: "t1:1"},
 		&openfgav1.TupleKey{Object: "t0:0", Relation: "r3", User: "t1:1"},
 	)
@@ -523,13 +534,10 @@ func TestWeightTwoReadsOfAndAndButNotStopAsOpenFGAs(t *testing.T) {
 func TestSubjectSideReadsTakeAnObjectsContextualTupleAlone(t *testing.T) {
 	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user, t2#r1]\n"+
 		"type t2\n  relations\n    define r0: [user:* with small, user with flag, user]\n    define r1: r0\n"+
-		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
-	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
-	}
+		smallAndFlag)
 	r := storeWith(t, m,
 		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "t2:1#r1"},
-		&openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(nil)},
+		&openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: condition(t, "small", nil)},
 	)
 	for _, c := range []struct {
 		user       string
@@ -537,11 +545,11 @@ func TestSubjectSideReadsTakeAnObjectsContextualTupleAlone(t *testing.T) {
 		want       string
 	}{
 		{"user:*", nil, "error"},
-		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 5})}, "true"},
-		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 15})}, "false"},
-		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(nil)}, "error"},
-		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 15})}, "false"},
-		{"user:3", &openfgav1.TupleKey{Object: "t2:2", Relation: "r0", User: "user:*", Condition: small(map[string]any{"x": 5})}, "false"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 5})}, "true"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 15})}, "false"},
+		{"user:*", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: condition(t, "small", nil)}, "error"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 15})}, "false"},
+		{"user:3", &openfgav1.TupleKey{Object: "t2:2", Relation: "r0", User: "user:*", Condition: condition(t, "small", map[string]any{"x": 5})}, "false"},
 		{"user:3", &openfgav1.TupleKey{Object: "t2:1", Relation: "r0", User: "user:3"}, "true"},
 	} {
 		var contextual []*openfgav1.TupleKey
@@ -593,12 +601,8 @@ func TestRelationsNoPathReachesAnswerNo(t *testing.T) {
 			t.Errorf("Check %s#%s@%s = %v, %v; want %v", c.object, c.relation, c.user, got, err, c.want)
 		}
 	}
-	req, err := m.LookupResourcesRequest("t0", "r0", "user:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ids, err := ListObjects(context.Background(), openFGAEngine(), m, r, req); err != nil || fmt.Sprint(ids) != "[2]" {
-		t.Errorf("ListObjects t0#r0@user:0 = %v, %v; want [2]", ids, err)
+	if got, err := listAnswer(t, m, r, "t0", "r0", "user:0", nil); err != nil || got != "[2]" {
+		t.Errorf("ListObjects t0#r0@user:0 = %v, %v; want [2]", got, err)
 	}
 }
 
@@ -610,14 +614,11 @@ func TestWeightTwoArrowToAUnionOfOneParentType(t *testing.T) {
 	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t0\n  relations\n    define r0: [user:* with small, user with flag, t1]\n"+
 		"    define r1: r0\n    define r2: r0\n    define r3: r0 or r1\n"+
 		"type t1\n  relations\n    define r0: ([user with flag, user] or r3 from r1) but not r2 from r1\n    define r1: [t0]\n    define r4: r3 from r1\n"+
-		"condition small(x: int) {\n  x < 10\n}\ncondition flag(on: bool) {\n  on\n}\n")
-	cond := func(name string, ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: name, Context: mustStruct(t, ctx)}
-	}
+		smallAndFlag)
 	r := storeWith(t, m,
 		&openfgav1.TupleKey{Object: "t1:1", Relation: "r1", User: "t0:2"},
-		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "user:2", Condition: cond("flag", map[string]any{"on": true})},
-		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:*", Condition: cond("small", nil)},
+		&openfgav1.TupleKey{Object: "t0:0", Relation: "r0", User: "user:2", Condition: condition(t, "flag", map[string]any{"on": true})},
+		&openfgav1.TupleKey{Object: "t0:2", Relation: "r0", User: "user:*", Condition: condition(t, "small", nil)},
 	)
 	for _, c := range []struct {
 		relation, user string
@@ -644,14 +645,11 @@ func TestWeightTwoArrowToAUnionOfOneParentType(t *testing.T) {
 func TestRecursiveArrowReadsAsOpenFGAs(t *testing.T) {
 	m := mustModel(t, "model\n  schema 1.1\ntype user\ntype t1\n  relations\n    define r0: [user with small] or r0 from r1\n    define r1: [t1]\n"+
 		"condition small(x: int) {\n  x < 10\n}\n")
-	small := func(ctx map[string]any) *openfgav1.RelationshipCondition {
-		return &openfgav1.RelationshipCondition{Name: "small", Context: mustStruct(t, ctx)}
-	}
 	r := storeWith(t, m,
 		&openfgav1.TupleKey{Object: "t1:0", Relation: "r1", User: "t1:1"},
 		&openfgav1.TupleKey{Object: "t1:1", Relation: "r1", User: "t1:3"},
-		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "user:2", Condition: small(nil)},
-		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:3", Condition: small(map[string]any{"x": 1})},
+		&openfgav1.TupleKey{Object: "t1:2", Relation: "r0", User: "user:2", Condition: condition(t, "small", nil)},
+		&openfgav1.TupleKey{Object: "t1:3", Relation: "r0", User: "user:3", Condition: condition(t, "small", map[string]any{"x": 1})},
 	)
 	for _, c := range []struct {
 		object, user string
