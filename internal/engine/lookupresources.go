@@ -104,15 +104,20 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) error) error {
 	var ids []string
 	for id, o := range res {
-		if o.st == has && !emitted[id] {
-			ids = append(ids, id)
+		if o.st != has {
+			continue
 		}
+		if emitted != nil {
+			// One hash of id: the map grows when it did not hold id.
+			n := len(emitted)
+			if emitted[id] = true; len(emitted) == n {
+				continue
+			}
+		}
+		ids = append(ids, id)
 	}
 	rel.SortIDs(ids)
 	for _, id := range ids {
-		if emitted != nil {
-			emitted[id] = true
-		}
 		if err := yield(FoundResource{ID: id, Result: Result{Membership: HasPermission}}); err != nil {
 			return err
 		}
@@ -213,6 +218,12 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 		// The objects come from one query, in id order, a chunk at a time: the lookup
 		// never holds them all.
 		return inChunks(func(each func(string, outcome) error) error { return l.directEach(ctx, r, each) }, fn)
+	}
+	if each, err := l.directInOrder(ctx, x); err != nil || each != nil {
+		if err != nil {
+			return err
+		}
+		return inChunks(each, fn)
 	}
 	if types := arrowTypes(x); x.ArrowKind == ir.ArrowAny && len(types) == 1 {
 		// The objects come from one query of the tupleset, in id order, once the
@@ -797,14 +808,14 @@ func arrowTypes(x *ir.Expr) []*ir.AllowedSubject {
 // after another) to fn at least lookupChunk at a time, never splitting one object's
 // relationships.
 func inChunks(each func(func(id string, o outcome) error) error, fn func(results) error) error {
-	part := results{}
+	part := make(results, lookupChunk)
 	last := ""
 	err := each(func(id string, o outcome) error {
 		if id != last && len(part) >= lookupChunk {
 			if err := fn(part); err != nil {
 				return err
 			}
-			part = results{}
+			part = make(results, lookupChunk)
 		}
 		last = id
 		part.put(id, or(part.get(id), o))
@@ -814,6 +825,101 @@ func inChunks(each func(func(id string, o outcome) error) error, fn func(results
 		return err
 	}
 	return fn(part)
+}
+
+// source passes objects to fn in id order, an object's outcomes one after another.
+type source = func(fn func(id string, o outcome) error) error
+
+// directInOrder returns, when x names a relation of which the subject is not itself a
+// subject set, that is not recursive and whose subject sets' objects are known, a
+// source of the objects direct would find for it: one query for the subject and one
+// per kind of subject set, each in key order, merged. So a lookup streams the objects
+// of such a relation (documents shared with nested groups) a chunk at a time instead
+// of gathering, copying and sorting all of them. Else nil.
+func (l *reverseLookup) directInOrder(ctx context.Context, x *ir.Expr) (source, error) {
+	if x.Kind != ir.Ref || x.Rel.IsPermission() || l.ev.isSubject(x.Rel, l.ev.subject.Object.ID) || dependsOn(x.Rel, x.Rel) {
+		return nil, nil
+	}
+	r := x.Rel
+	srcs := []source{func(fn func(string, outcome) error) error { return l.directEach(ctx, r, fn) }}
+	seen := map[[2]string]bool{}
+	for _, a := range r.Allowed {
+		k := [2]string{a.Type, a.Relation}
+		if a.Relation == "" || a.Wildcard || seen[k] {
+			continue
+		}
+		seen[k] = true
+		sub, err := l.relation(ctx, a.Rel)
+		if err != nil {
+			return nil, err
+		}
+		if !l.sets.done(a.Rel) {
+			return nil, nil
+		}
+		ids := make([]string, 0, len(sub))
+		for id := range sub {
+			ids = append(ids, id)
+		}
+		sf := &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}
+		srcs = append(srcs, func(fn func(string, outcome) error) error {
+			return l.walkBackFrom(ctx, r.Def.Name, r.Name, sf, ids, sub, true, fn)
+		})
+	}
+	return func(fn func(string, outcome) error) error { return mergeSources(srcs, fn) }, nil
+}
+
+// errMergeDone stops a source mergeSources no longer reads.
+var errMergeDone = errors.New("merge done")
+
+// mergeSources passes the objects of srcs, each in id order, to fn in id order, an
+// object's outcomes one after another; it stops at the first error of fn or of a
+// source.
+func mergeSources(srcs []source, fn func(string, outcome) error) error {
+	if len(srcs) == 1 {
+		return srcs[0](fn)
+	}
+	type head struct {
+		next func() (string, outcome, bool)
+		id   string
+		o    outcome
+		ok   bool
+	}
+	errs := make([]error, len(srcs))
+	heads := make([]head, len(srcs))
+	for i, src := range srcs {
+		next, stop := iter.Pull2(func(yield func(string, outcome) bool) {
+			errs[i] = src(func(id string, o outcome) error {
+				if !yield(id, o) {
+					return errMergeDone
+				}
+				return nil
+			})
+		})
+		defer stop()
+		heads[i].next = next
+		heads[i].id, heads[i].o, heads[i].ok = next()
+		if errs[i] != nil {
+			return errs[i]
+		}
+	}
+	for {
+		least := -1
+		for i := range heads {
+			if heads[i].ok && (least < 0 || heads[i].id < heads[least].id) {
+				least = i
+			}
+		}
+		if least < 0 {
+			return nil
+		}
+		h := &heads[least]
+		if err := fn(h.id, h.o); err != nil {
+			return err
+		}
+		if h.id, h.o, h.ok = h.next(); errs[least] != nil {
+			return errs[least]
+		}
+	}
 }
 
 // directEach passes to fn, in the store's key order, each object whose relation r
