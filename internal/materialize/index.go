@@ -420,7 +420,8 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 	}
 	st.mu.RLock()
 	defer st.mu.RUnlock()
-	root, n := st.lookup(setName(nil, r.Def.Name, id, r.Name))
+	var name [64]byte
+	root, n := st.lookup(setName(name[:0], r.Def.Name, id, r.Name))
 	if n == nil {
 		x.answers.Add(1)
 		return nil, 0, false, true
@@ -429,7 +430,7 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		x.fallbacks.Add(1)
 		return nil, 0, false, false
 	}
-	d := descent{st: st, rev: rev, height: map[uint32]int32{}}
+	d := descent{st: st, rev: rev, sets: make([]uint32, 0, 8), heights: make([]int32, 0, 8)}
 	h, known := d.walk(root)
 	if !known {
 		x.fallbacks.Add(1)
@@ -439,8 +440,8 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		x.answers.Add(1)
 		return nil, 0, true, true
 	}
-	ids = make([]string, 0, len(d.height)-1)
-	for c := range d.height {
+	ids = make([]string, 0, len(d.sets)-1)
+	for _, c := range d.sets {
 		if c == root {
 			continue
 		}
@@ -483,13 +484,58 @@ func (st *state) clean(id uint32, rev store.Revision) bool {
 }
 
 // descent is one walk down the set graph at a revision, under the state's read lock:
-// each set's height (the edges of the longest chain down from it) once known, onPath
-// while the walk is below it (a cycle leads back to such a set).
+// the sets met, in the order met, each with its height (the edges of the longest chain
+// down from it) once known, onPath while the walk is below it (a cycle leads back to
+// such a set). A walk meets a few sets (a folder's ancestors), which a scan of sets
+// finds faster than a map would; past descentScan of them a map indexes them.
 type descent struct {
-	st     *state
-	rev    store.Revision
-	height map[uint32]int32
-	cyclic bool
+	st      *state
+	rev     store.Revision
+	sets    []uint32
+	heights []int32
+	at      map[uint32]int // by set: its place in sets, once there are many
+	cyclic  bool
+}
+
+// descentScan is how many sets a descent scans before it indexes them in a map.
+const descentScan = 32
+
+// height returns set id's entry, if the walk has met it.
+func (d *descent) height(id uint32) (int32, bool) {
+	if d.at != nil {
+		i, ok := d.at[id]
+		if !ok {
+			return 0, false
+		}
+		return d.heights[i], true
+	}
+	if i := slices.Index(d.sets, id); i >= 0 {
+		return d.heights[i], true
+	}
+	return 0, false
+}
+
+// meet records that the walk met set id (onPath).
+func (d *descent) meet(id uint32) {
+	d.sets, d.heights = append(d.sets, id), append(d.heights, onPath)
+	switch {
+	case d.at != nil:
+		d.at[id] = len(d.sets) - 1
+	case len(d.sets) > descentScan:
+		d.at = make(map[uint32]int, 2*len(d.sets))
+		for i, s := range d.sets {
+			d.at[s] = i
+		}
+	}
+}
+
+// settle records set id's height, the walk below it done.
+func (d *descent) settle(id uint32, h int32) {
+	if d.at != nil {
+		d.heights[d.at[id]] = h
+		return
+	}
+	d.heights[slices.Index(d.sets, id)] = h
 }
 
 const onPath = -1
@@ -497,7 +543,7 @@ const onPath = -1
 // walk returns the height of set id, or false when its children at the revision are
 // no longer held. It stops at the first cycle, setting cyclic.
 func (d *descent) walk(id uint32) (int32, bool) {
-	if h, ok := d.height[id]; ok {
+	if h, ok := d.height(id); ok {
 		d.cyclic = h == onPath
 		return h, true
 	}
@@ -509,7 +555,7 @@ func (d *descent) walk(id uint32) (int32, bool) {
 	if !ok {
 		return 0, false
 	}
-	d.height[id] = onPath
+	d.meet(id)
 	h := int32(0)
 	for _, c := range cs {
 		ch, ok := d.walk(c)
@@ -518,7 +564,7 @@ func (d *descent) walk(id uint32) (int32, bool) {
 		}
 		h = max(h, ch+1)
 	}
-	d.height[id] = h
+	d.settle(id, h)
 	return h, true
 }
 
