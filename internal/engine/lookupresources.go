@@ -51,7 +51,7 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 	if req.Ordered {
 		return l.ordered(ctx, target, req, yield)
 	}
-	emitted := map[string]bool{}
+	emitted := &emittedIDs{}
 	l.emit = func(rl *ir.Relation, res results) error {
 		if rl != target {
 			return nil
@@ -76,21 +76,27 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 	if err != nil {
 		return err
 	}
+	var undecided []string
+	for id, o := range res {
+		if o.st == cond || o.st == evalErr {
+			undecided = append(undecided, id)
+		}
+	}
+	rel.SortIDs(undecided)
 	var conds []string
 	failed := "" // the least id whose check fails on a caveat: the lookup fails with it
-	for id, o := range res {
-		switch {
-		case emitted[id]:
+	for _, id := range undecided {
+		switch o := res[id]; {
+		case emitted != nil && emitted.has(id):
 		case o.st == cond:
 			conds = append(conds, id)
-		case o.st == evalErr && (failed == "" || id < failed):
+		case o.st == evalErr && failed == "":
 			failed = id
 		}
 	}
 	if failed != "" {
 		return res[failed].err()
 	}
-	slices.Sort(conds)
 	for _, id := range conds {
 		if err := yield(FoundResource{ID: id, Result: Result{Membership: Conditional, Missing: res[id].missing()}}); err != nil {
 			return err
@@ -101,22 +107,18 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 
 // emitFinal yields, in id order, the granted resources of res not yielded before (as
 // emitted records, unless it is nil).
-func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) error) error {
+func emitFinal(res results, emitted *emittedIDs, yield func(FoundResource) error) error {
 	var ids []string
 	for id, o := range res {
-		if o.st != has {
-			continue
+		if o.st == has {
+			ids = append(ids, id)
 		}
-		if emitted != nil {
-			// One hash of id: the map grows when it did not hold id.
-			n := len(emitted)
-			if emitted[id] = true; len(emitted) == n {
-				continue
-			}
-		}
-		ids = append(ids, id)
 	}
 	rel.SortIDs(ids)
+	if emitted != nil {
+		ids = slices.DeleteFunc(ids, emitted.has)
+		emitted.add(ids)
+	}
 	for _, id := range ids {
 		if err := yield(FoundResource{ID: id, Result: Result{Membership: HasPermission}}); err != nil {
 			return err
@@ -124,6 +126,64 @@ func emitFinal(res results, emitted map[string]bool, yield func(FoundResource) e
 	}
 	return nil
 }
+
+// emittedIDs records the ids a lookup has yielded, as runs of ids in order: the
+// batches emitFinal yields are each in order, and mostly follow one another (a branch
+// of a union streams its objects in id order), so a run grows by appending, and ids
+// asked about in order are found by walking forward in each run, where a map would
+// hash each id twice and grow by copying.
+type emittedIDs struct {
+	runs [][]string
+	// at is, for each run, where the id asked last would be; last is that id, from
+	// which a smaller one sends them back by binary search.
+	at   []int
+	last string
+}
+
+// has reports whether id was yielded.
+func (e *emittedIDs) has(id string) bool {
+	back := id < e.last
+	e.last = id
+	found := false
+	for i, run := range e.runs {
+		j := e.at[i]
+		if back {
+			j, _ = slices.BinarySearch(run, id)
+		}
+		for j < len(run) && run[j] < id {
+			j++
+		}
+		e.at[i] = j
+		found = found || j < len(run) && run[j] == id
+	}
+	return found
+}
+
+// add records ids, in order and none yielded before.
+func (e *emittedIDs) add(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	if n := len(e.runs); n > 0 && e.runs[n-1][len(e.runs[n-1])-1] < ids[0] {
+		e.runs[n-1] = append(e.runs[n-1], ids...)
+		return
+	}
+	e.runs = append(e.runs, slices.Clone(ids))
+	e.at = append(e.at, 0)
+	if len(e.runs) > maxEmittedRuns {
+		// Batches out of order (the rounds of a recursive permission's fixpoint): one
+		// run again, so that has walks a few.
+		all := slices.Concat(e.runs...)
+		rel.SortIDs(all)
+		e.runs, e.at = [][]string{all}, e.at[:1]
+	}
+	for i, run := range e.runs {
+		e.at[i], _ = slices.BinarySearch(run, e.last)
+	}
+}
+
+// maxEmittedRuns bounds the runs of an emittedIDs.
+const maxEmittedRuns = 8
 
 // lookupChunk is how many candidates of an intersection or exclusion are checked at
 // once when their results are streamed: the first results leave after one chunk.

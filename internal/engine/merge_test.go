@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -57,5 +59,52 @@ func TestMergeSources(t *testing.T) {
 	})
 	if !errors.Is(err, full) || n != 2 {
 		t.Fatalf("a consumer's error: %v after %d; want it after 2", err, n)
+	}
+}
+
+// TestEmittedIDs: emittedIDs answers as a set of every id added would, for batches in
+// order and out of it (past the runs it keeps apart) and for ids asked in order and
+// out of it.
+func TestEmittedIDs(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for trial := range 50 {
+		e, want := &emittedIDs{}, map[string]bool{}
+		ordered := trial%2 == 0
+		for i := range rnd.IntN(30) {
+			// A batch: ids in order, none added before, after the last batch's when
+			// the trial is an ordered one.
+			var batch []string
+			for range rnd.IntN(20) {
+				id := fmt.Sprintf("%04d", rnd.IntN(2000))
+				if ordered {
+					id = fmt.Sprintf("%04d", 60*i+rnd.IntN(60))
+				}
+				if !want[id] && !slices.Contains(batch, id) {
+					batch = append(batch, id)
+				}
+			}
+			slices.Sort(batch)
+			asked := slices.Clone(batch)
+			if rnd.IntN(2) == 0 {
+				asked = append(asked, fmt.Sprintf("%04d", rnd.IntN(2000)))
+			}
+			if ordered {
+				slices.Sort(asked)
+			}
+			for _, id := range asked {
+				if got := e.has(id); got != want[id] {
+					t.Fatalf("trial %d: has(%s) = %v, want %v", trial, id, got, want[id])
+				}
+			}
+			e.add(batch)
+			for _, id := range batch {
+				want[id] = true
+			}
+		}
+		for id := range want {
+			if !e.has(id) {
+				t.Fatalf("trial %d: added %s, not found", trial, id)
+			}
+		}
 	}
 }
