@@ -6,28 +6,65 @@ import (
 	"strings"
 )
 
-// SortIDs sorts ids as slices.Sort does. Many ids are sorted by their first eight
-// bytes read as a number, with a radix sort of the bytes in which they differ, then
-// by the rest where those tie: short ids (`u1234`) rarely tie, and a pass of a radix
-// sort costs less than one of a comparison sort's many string comparisons.
+// SortIDs sorts ids as slices.Sort does.
 func SortIDs(ids []string) {
-	if len(ids) < 256 {
+	if len(ids) < orderMin {
 		slices.Sort(ids)
 		return
 	}
-	// The sort moves prefixes and positions, no pointers: it costs the garbage
-	// collector nothing.
-	keyed := make([]keyedID, len(ids))
+	orig := slices.Clone(ids)
+	for i, at := range Order(len(ids), func(i int) string { return orig[i] }, nil) {
+		ids[i] = orig[at]
+	}
+}
+
+// orderMin is how many ids are worth Order's passes; fewer are compared as strings.
+const orderMin = 256
+
+// Order returns the positions 0 to n-1 of n items ordered by their ids (id(i)), as
+// strings are ordered, and by tie (when not nil) where ids are equal. Many items are
+// sorted by the first eight bytes of their ids read as a number, with a radix sort of
+// the bytes in which they differ, then by the rest where those tie: short ids (`u1234`)
+// rarely tie, and a pass of a radix sort costs less than one of a comparison sort's
+// many string comparisons. The sort moves numbers, no pointers: it costs the garbage
+// collector nothing.
+func Order(n int, id func(int) string, tie func(a, b int) int) []uint32 {
+	keyed := make([]keyedID, n)
 	var anyOne, allOnes uint64 = 0, ^uint64(0)
-	for i, id := range ids {
+	for i := range n {
 		var b [8]byte
-		copy(b[:], id)
+		copy(b[:], id(i))
 		p := binary.BigEndian.Uint64(b[:])
 		keyed[i] = keyedID{p, uint32(i)}
 		anyOne, allOnes = anyOne|p, allOnes&p
 	}
-	// Least significant byte first, skipping the bytes every prefix has alike.
-	varies := anyOne ^ allOnes
+	keyed = radixSort(keyed, anyOne^allOnes)
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && keyed[j].prefix == keyed[i].prefix {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(keyed[i:j], func(a, b keyedID) int {
+				if c := strings.Compare(id(int(a.at)), id(int(b.at))); c != 0 || tie == nil {
+					return c
+				}
+				return tie(int(a.at), int(b.at))
+			})
+		}
+		i = j
+	}
+	out := make([]uint32, n)
+	for i, k := range keyed {
+		out[i] = k.at
+	}
+	return out
+}
+
+// radixSort sorts keyed by prefix, least significant byte first, skipping the bytes in
+// which no prefix differs (varies has the bits that differ), and returns the sorted
+// slice: keyed or one of the same length.
+func radixSort(keyed []keyedID, varies uint64) []keyedID {
 	spare := make([]keyedID, len(keyed))
 	for shift := 0; shift < 64; shift += 8 {
 		if varies>>shift&0xff == 0 {
@@ -48,20 +85,7 @@ func SortIDs(ids []string) {
 		}
 		keyed, spare = spare, keyed
 	}
-	orig := slices.Clone(ids)
-	for i := 0; i < len(keyed); {
-		j := i + 1
-		for j < len(keyed) && keyed[j].prefix == keyed[i].prefix {
-			j++
-		}
-		if j-i > 1 {
-			slices.SortFunc(keyed[i:j], func(a, b keyedID) int { return strings.Compare(orig[a.at], orig[b.at]) })
-		}
-		i = j
-	}
-	for i, k := range keyed {
-		ids[i] = orig[k.at]
-	}
+	return keyed
 }
 
 // keyedID is the position of an id with its first eight bytes as a number (zeros

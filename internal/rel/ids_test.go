@@ -1,6 +1,7 @@
 package rel
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -33,6 +34,35 @@ func TestSortIDs(t *testing.T) {
 		SortIDs(ids)
 		if !slices.Equal(ids, want) {
 			t.Fatalf("%d ids: SortIDs gave %q, want %q", n, ids, want)
+		}
+	}
+}
+
+// TestOrder: Order orders positions by id, then by the tie-break where ids are equal.
+func TestOrder(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	type item struct {
+		id   string
+		rank int
+	}
+	for _, n := range []int{0, 1, 30, 3000} {
+		items := make([]item, n)
+		for i := range items {
+			items[i] = item{fmt.Sprintf("document%d", rnd.IntN(n/3+1)), rnd.IntN(5)}
+		}
+		got := Order(n, func(i int) string { return items[i].id }, func(a, b int) int { return items[a].rank - items[b].rank })
+		for i := 1; i < len(got); i++ {
+			a, b := items[got[i-1]], items[got[i]]
+			if a.id > b.id || a.id == b.id && a.rank > b.rank {
+				t.Fatalf("%d items: %v before %v", n, a, b)
+			}
+		}
+		seen := map[uint32]bool{}
+		for _, at := range got {
+			seen[at] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("%d items: %d distinct positions", n, len(seen))
 		}
 	}
 }

@@ -295,7 +295,7 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 	if p.ki < len(p.keys) {
 		return false
 	}
-	slices.SortFunc(p.acc, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
+	sortByKey(p.acc)
 	// Everything goes out in this one batch, so the cap is the query's limit, not the
 	// batch size.
 	if q.limit > 0 && len(p.acc) > q.limit {
@@ -304,4 +304,21 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 	*out = append(*out, p.acc...)
 	p.acc = nil
 	return true
+}
+
+// sortByKey sorts relationships in key order. Many of one resource type, which a
+// reverse read mostly gathers, are ordered by resource id (rel.Order) and by key
+// where those tie, then moved once: a comparison sort would move each relationship,
+// of a dozen words, many times.
+func sortByKey(rels []rel.Relationship) {
+	byKey := func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) }
+	if len(rels) < 256 || slices.ContainsFunc(rels, func(x rel.Relationship) bool { return x.Resource.Type != rels[0].Resource.Type }) {
+		slices.SortFunc(rels, byKey)
+		return
+	}
+	orig := slices.Clone(rels)
+	order := rel.Order(len(orig), func(i int) string { return orig[i].Resource.ID }, func(a, b int) int { return byKey(orig[a], orig[b]) })
+	for i, at := range order {
+		rels[i] = orig[at]
+	}
 }
