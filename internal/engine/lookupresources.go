@@ -868,7 +868,9 @@ func arrowTypes(x *ir.Expr) []*ir.AllowedSubject {
 // after another) to fn at least lookupChunk at a time, never splitting one object's
 // relationships.
 func inChunks(each func(func(id string, o outcome) error) error, fn func(results) error) error {
-	part := make(results, lookupChunk)
+	// The first chunk grows as it fills (a stream of a few objects yields them at once);
+	// the others are sized for a chunk.
+	part := results{}
 	last := ""
 	err := each(func(id string, o outcome) error {
 		if id != last && len(part) >= lookupChunk {
