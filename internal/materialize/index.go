@@ -365,9 +365,10 @@ func (x *Index) View(ctx context.Context, rev store.Revision, subject rel.Subjec
 // Sets returns the ids of the objects whose relation r holds subject at rev,
 // directly or through nested sets, as a lookup's walk back would find them, each with
 // the fewest set edges between it and a set holding the subject directly; or false
-// when the index cannot say so exactly: when it cannot read rev (see View), or when
-// any relationship of the indexed relations is caveated or expiring at rev, or names
-// a subject set the index does not hold (a walk back would cross it, the index cannot).
+// when the index cannot say so exactly: when it cannot read rev (see View), when a
+// caveated or expiring relationship of the indexed relations holds the subject or one
+// of those sets at rev, or when any names a subject set the index does not hold (a
+// walk back would cross it, the index cannot).
 // The subject itself is not among them unless a cycle leads back to it.
 func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.SubjectRef, r *ir.Relation) (ids []string, hops []uint8, known bool) {
 	st := x.cur.Load()
@@ -377,12 +378,13 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 	if !x.readable(ctx, st, rev) {
 		return nil, nil, false
 	}
-	if tainted, ok := st.tainted.at(rev); !ok || tainted {
+	t, ok := st.tainted.at(rev)
+	if !ok || t != nil && t.opaque {
 		x.fallbacks.Add(1)
 		return nil, nil, false
 	}
 	v := st.view(rev, subject)
-	if v == nil {
+	if v == nil || t.crossed(v.subjects[:v.nsubjects], v.reach) {
 		x.fallbacks.Add(1)
 		return nil, nil, false
 	}
@@ -479,8 +481,8 @@ func (st *state) clean(id uint32, rev store.Revision) bool {
 	if st.chainSet(id) {
 		return false
 	}
-	tainted, ok := st.tainted.at(rev)
-	return ok && !tainted
+	t, ok := st.tainted.at(rev)
+	return ok && t == nil
 }
 
 // descent is one walk down the set graph at a revision, under the state's read lock:
@@ -626,7 +628,10 @@ type view struct {
 	// reach holds each set holding the subject, directly or through nested sets, with
 	// the fewest hops from it to a set holding the subject directly (set<<8 | hops), in
 	// order: sorted, a few dozen entries cost less than a map's.
-	reach              []uint64
+	reach []uint64
+	// subjects are the subject's node and its type's wildcard's, those the index has.
+	subjects           [2]uint32
+	nsubjects          int
 	buf                []byte
 	fallbacks, answers *atomic.Int64
 }
@@ -643,10 +648,12 @@ func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
 		} else {
 			v.buf = setName(v.buf[:0], subject.Object.Type, rel.Wildcard, "")
 		}
-		_, n := st.lookup(v.buf)
+		id, n := st.lookup(v.buf)
 		if n == nil {
 			continue
 		}
+		v.subjects[v.nsubjects] = id
+		v.nsubjects++
 		ps, ok := n.parents.at(rev)
 		if !ok {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -125,26 +126,31 @@ type state struct {
 
 	bytes   atomic.Int64 // the memory the index holds
 	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
-	// tainted says whether any relationship of the nested-set relations (the chains
-	// aside, whose sets hold none of theirs) is conditional or expiring: while none is,
-	// a subject's sets are exactly its parents and their ancestors, which a lookup can
-	// take whole.
-	tainted chain[bool]
+	// tainted says which walks back through the nested-set relations (the chains
+	// aside, whose sets hold none of theirs) cross a conditional or expiring
+	// relationship: a subject's sets are exactly its parents and their ancestors,
+	// which a lookup can take whole, unless the subject or one of them is below one.
+	// Nil when no relationship is conditional or expiring.
+	tainted chain[*taint]
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // guarded by wakeMu; closed and replaced when applied advances
 
 	// Writer only.
 	conds map[pair]class // the conditional and expiring relationships
-	// chainConds counts the conds of chains' sets.
-	chainConds int
-	pending    map[uint32]*delta
-	downs      []uint32 // sets whose ancestors may have changed this revision
-	ups        []uint32 // sets whose summaries may have changed this revision
-	queue      []pruneItem
-	published  []revAt
-	buf        []byte
-	scratch    scratch
+	// condSubjects counts, by subject, the conds of the nested-set relations (the
+	// chains' aside); opaqueConds those of them whose subject is a subject set the index
+	// does not hold; taintMoved says either changed in this revision.
+	condSubjects map[uint32]int32
+	opaqueConds  int
+	taintMoved   bool
+	pending      map[uint32]*delta
+	downs        []uint32 // sets whose ancestors may have changed this revision
+	ups          []uint32 // sets whose summaries may have changed this revision
+	queue        []pruneItem
+	published    []revAt
+	buf          []byte
+	scratch      scratch
 	// scratchBytes is what scratch held when last counted in bytes.
 	scratchBytes int64
 	// droppable is the part of bytes the memory bound may drop (grow).
@@ -156,8 +162,9 @@ type state struct {
 const keptPending = 4096
 
 // condBytes is what one conditional or expiring relationship costs in the state's
-// map of them (a key, a class and the map's share of slots and control bytes).
-const condBytes = 24
+// maps of them (a key, a class and the map's share of slots and control bytes; and at
+// most an entry of condSubjects, a key and a count).
+const condBytes = 36
 
 // scratch is the writer's working memory for walks over the set graph, stamped with
 // an epoch so that it needs no clearing.
@@ -174,7 +181,7 @@ func newState(p *plan, from store.Revision, maxBytes int64, retain time.Duration
 	st := &state{
 		plan: p, from: from, maxBytes: maxBytes, retain: retain,
 		names: newNames(), wake: make(chan struct{}),
-		conds: map[pair]class{}, pending: map[uint32]*delta{},
+		conds: map[pair]class{}, condSubjects: map[uint32]int32{}, pending: map[uint32]*delta{},
 	}
 	st.applied.Store(uint64(from))
 	st.horizon.Store(uint64(from))
@@ -372,8 +379,8 @@ func (st *state) account(k pair, isSet bool, c class, sign int32) {
 		p.exp += sign
 	}
 	st.ups = append(st.ups, k.set)
-	if st.chainSet(k.set) {
-		st.chainConds += int(sign)
+	if !st.chainSet(k.set) {
+		st.countCond(k.subject, sign)
 	}
 	if sign > 0 {
 		st.conds[k] = c
@@ -382,6 +389,66 @@ func (st *state) account(k pair, isSet bool, c class, sign int32) {
 		delete(st.conds, k)
 		st.bytes.Add(-condBytes)
 	}
+}
+
+// countCond counts a cond of the nested-set relations whose subject is node subject,
+// in or out (sign).
+func (st *state) countCond(subject uint32, sign int32) {
+	n := st.condSubjects[subject] + sign
+	if n == 0 {
+		delete(st.condSubjects, subject)
+	} else {
+		st.condSubjects[subject] = n
+	}
+	if n == 0 || n == sign {
+		st.taintMoved = true
+	}
+	if bytes.IndexByte(st.names.name(subject), '#') >= 0 && st.setOf(subject) == nil {
+		// A subject set the index does not hold: walks back reach it unseen.
+		st.opaqueConds += int(sign)
+		st.taintMoved = true
+	}
+}
+
+// taint is what walks back through the nested-set relations cross: with opaque, a
+// relationship to a subject set the index does not hold, which any may cross; else
+// a conditional or expiring relationship from each of subjects (sorted), which a walk
+// from a subject reaching one of them crosses.
+type taint struct {
+	opaque   bool
+	subjects []uint32
+}
+
+// maxTaintSubjects bounds the subjects a taint lists; past it, it is opaque.
+const maxTaintSubjects = 4096
+
+// crossed reports whether a walk back from subjects (the subject and its wildcard) or
+// through the sets of reach (view's) crosses a relationship of t.
+func (t *taint) crossed(subjects []uint32, reach []uint64) bool {
+	if t == nil {
+		return false
+	}
+	if t.opaque {
+		return true
+	}
+	for _, s := range subjects {
+		if _, in := slices.BinarySearch(t.subjects, s); in {
+			return true
+		}
+	}
+	for _, e := range reach {
+		if _, in := slices.BinarySearch(t.subjects, uint32(e>>8)); in {
+			return true
+		}
+	}
+	return false
+}
+
+func taintBytes(t *taint) int64 {
+	if t == nil {
+		return 0
+	}
+	return sizeClass(int64(unsafe.Sizeof(*t))) + sizeClass(4*int64(cap(t.subjects)))
 }
 
 // chainSet reports whether set id is a chain's (plan). The caller is the writer, or
@@ -429,9 +496,17 @@ func (st *state) finish(rev store.Revision) error {
 	st.updateAncestors(st.closure(st.downs, true), rev)
 	st.summarize(st.closure(st.ups, false), rev)
 	st.downs, st.ups = nil, nil
-	if t, _ := st.tainted.current(); t != (len(st.conds) > st.chainConds) {
-		delta, _ := st.tainted.push(rev, !t, false, boolBytes)
+	if st.taintMoved {
+		var t *taint
+		switch {
+		case st.opaqueConds > 0 || len(st.condSubjects) > maxTaintSubjects:
+			t = &taint{opaque: true}
+		case len(st.condSubjects) > 0:
+			t = &taint{subjects: slices.Sorted(maps.Keys(st.condSubjects))}
+		}
+		delta, _ := st.tainted.push(rev, t, false, taintBytes)
 		st.bytes.Add(delta)
+		st.taintMoved = false
 	}
 	sb := st.scratch.bytes()
 	st.bytes.Add(sb - st.scratchBytes)
@@ -648,7 +723,7 @@ func (st *state) prune(horizon store.Revision) {
 		}
 	}
 	st.queue = append(st.queue[:0], st.queue[i:]...)
-	st.bytes.Add(-st.tainted.prune(horizon, boolBytes))
+	st.bytes.Add(-st.tainted.prune(horizon, taintBytes))
 }
 
 // merge returns the sorted union of cur and add less del, in a new slice (cur is a

@@ -29,8 +29,10 @@ func dump(st *state, rev store.Revision) map[string]string {
 		slices.Sort(s)
 		return s
 	}
-	if tainted, ok := st.tainted.at(rev); !ok || tainted {
-		out["(tainted)"] = fmt.Sprintf("%v %v", tainted, ok)
+	if t, ok := st.tainted.at(rev); !ok {
+		out["(tainted)"] = "unknown"
+	} else if t != nil {
+		out["(tainted)"] = fmt.Sprintf("opaque %v below %v", t.opaque, names(t.subjects))
 	}
 	for id := range uint32(st.names.len()) {
 		ps, ok1 := st.node(id).parents.at(rev)
