@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -109,5 +110,44 @@ func TestIndexFollowsWrites(t *testing.T) {
 				t.Fatalf("the index answered none of the checks once it had caught up (%d answers)", after)
 			}
 		})
+	}
+}
+
+// TestPermifyDefaultTenantUsesIndex: Permify's tenant t1 is the server's store, so its
+// checks through nested groups are answered by the server's index, as the SpiceDB
+// API's are, with the same answers.
+func TestPermifyDefaultTenantUsesIndex(t *testing.T) {
+	ts := start(t, nil)
+	ts.writeSchema(t, nestedGroupsSchema)
+	const depth = 8
+	var chain []*v1.Relationship
+	for i := range depth - 1 {
+		chain = append(chain, relationship("group", fmt.Sprint("g", i), "member", "group", fmt.Sprint("g", i+1), "member"))
+	}
+	chain = append(chain, relationship("document", "d", "viewer", "group", "g0", "member"), relationship("group", fmt.Sprint("g", depth-1), "member", "user", "u", ""))
+	ts.write(t, chain...)
+	head, err := ts.srv.store.HeadRevision(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for st := ts.srv.index.Stats(); !st.Ready || st.Applied < head; st = ts.srv.index.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the index did not apply revision %d: %+v", head, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := ts.srv.index.Stats().Answers
+	for _, c := range []struct{ user, want string }{{"u", "CHECK_RESULT_ALLOWED"}, {"other", "CHECK_RESULT_DENIED"}} {
+		code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/permissions/check", map[string]any{
+			"metadata": map[string]any{"depth": 20},
+			"entity":   map[string]any{"type": "document", "id": "d"}, "permission": "view", "subject": map[string]any{"type": "user", "id": c.user},
+		})
+		if code != http.StatusOK || out["can"] != c.want {
+			t.Fatalf("check for %s: %d %v, want %s", c.user, code, out, c.want)
+		}
+	}
+	if after := ts.srv.index.Stats().Answers; after == before {
+		t.Fatalf("the index answered none of t1's checks (%d answers)", after)
 	}
 }

@@ -37,7 +37,9 @@ const DefaultTenant = "t1"
 // Config is what the handler needs from the server.
 type Config struct {
 	// Engine evaluates; each tenant gets a sibling of it (Engine.Sibling), so that
-	// tenants share its cache without sharing answers.
+	// tenants share its cache without sharing answers, but for t1 when SharedDefault:
+	// Engine's own answers are t1's, and its index of nested sets and its cluster's
+	// dispatch serve them.
 	Engine *engine.Engine
 	// Default is tenant t1's store (the server's store); the handler does not close it.
 	Default store.Store
@@ -101,7 +103,11 @@ func New(cfg Config) (*Handler, error) {
 		cfg.MaxBatch = 10_000
 	}
 	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}, creating: map[string]bool{}}
-	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default, engine: cfg.Engine.Sibling()}
+	t1 := cfg.Engine.Sibling()
+	if cfg.SharedDefault {
+		t1 = cfg.Engine
+	}
+	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default, engine: t1}
 	if cfg.Tenants != nil {
 		existing, err := cfg.Tenants.Existing()
 		if err != nil {
