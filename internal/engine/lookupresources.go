@@ -76,16 +76,16 @@ func (e *Engine) LookupResources(ctx context.Context, s *ir.Schema, r store.Read
 	if err != nil {
 		return err
 	}
-	var undecided []string
+	var open []string
 	for id, o := range res {
 		if o.st == cond || o.st == evalErr {
-			undecided = append(undecided, id)
+			open = append(open, id)
 		}
 	}
-	rel.SortIDs(undecided)
+	rel.SortIDs(open)
 	var conds []string
 	failed := "" // the least id whose check fails on a caveat: the lookup fails with it
-	for _, id := range undecided {
+	for _, id := range open {
 		switch o := res[id]; {
 		case emitted != nil && emitted.has(id):
 		case o.st == cond:
@@ -904,13 +904,7 @@ func (l *reverseLookup) directInOrder(ctx context.Context, x *ir.Expr) (source, 
 	}
 	r := x.Rel
 	srcs := []source{func(fn func(string, outcome) error) error { return l.directEach(ctx, r, fn) }}
-	seen := map[[2]string]bool{}
-	for _, a := range r.Allowed {
-		k := [2]string{a.Type, a.Relation}
-		if a.Relation == "" || a.Wildcard || seen[k] {
-			continue
-		}
-		seen[k] = true
+	for _, a := range subjectSetKinds(r) {
 		sub, err := l.relation(ctx, a.Rel)
 		if err != nil {
 			return nil, err
@@ -1029,13 +1023,7 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 	if err != nil {
 		return nil, err
 	}
-	seen := map[[2]string]bool{}
-	for _, a := range r.Allowed {
-		k := [2]string{a.Type, a.Relation}
-		if a.Relation == "" || a.Wildcard || seen[k] {
-			continue
-		}
-		seen[k] = true
+	for _, a := range subjectSetKinds(r) {
 		sub, err := l.relation(ctx, a.Rel)
 		if err != nil {
 			return nil, err
@@ -1046,6 +1034,17 @@ func (l *reverseLookup) direct(ctx context.Context, r *ir.Relation) (results, er
 		}
 	}
 	return out, nil
+}
+
+// subjectSetKinds returns the subject sets r allows, each type and relation once.
+func subjectSetKinds(r *ir.Relation) []ir.AllowedSubject {
+	var out []ir.AllowedSubject
+	for _, a := range r.Allowed {
+		if a.Relation != "" && !a.Wildcard && !slices.ContainsFunc(out, func(b ir.AllowedSubject) bool { return b.Type == a.Type && b.Relation == a.Relation }) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // walkBack reads the relationships of resType#relation whose subjects are among the
