@@ -159,4 +159,3 @@ func noscanBytes(n int64) int64 {
 func ids32Bytes(s []uint32) int64 { return noscanBytes(int64(cap(s)) * 4) }
 func ids64Bytes(s []uint64) int64 { return noscanBytes(int64(cap(s)) * 8) }
 func summaryBytes(summary) int64  { return 0 }
-func boolBytes(bool) int64        { return 0 }

@@ -139,7 +139,7 @@ type state struct {
 	// Writer only.
 	conds map[pair]class // the conditional and expiring relationships
 	// condSubjects counts, by subject, the conds of the nested-set relations (the
-	// chains' aside); opaqueConds those of them whose subject is a subject set the index
+	// chains aside); opaqueConds those of them whose subject is a subject set the index
 	// does not hold; taintMoved says either changed in this revision.
 	condSubjects map[uint32]int32
 	opaqueConds  int
@@ -448,7 +448,7 @@ func taintBytes(t *taint) int64 {
 	if t == nil {
 		return 0
 	}
-	return sizeClass(int64(unsafe.Sizeof(*t))) + sizeClass(4*int64(cap(t.subjects)))
+	return sizeClass(int64(unsafe.Sizeof(*t))) + noscanBytes(4*int64(cap(t.subjects)))
 }
 
 // chainSet reports whether set id is a chain's (plan). The caller is the writer, or
