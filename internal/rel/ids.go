@@ -8,7 +8,7 @@ import (
 
 // SortIDs sorts ids as slices.Sort does.
 func SortIDs(ids []string) {
-	if len(ids) < orderMin {
+	if len(ids) < OrderMin {
 		slices.Sort(ids)
 		return
 	}
@@ -18,8 +18,8 @@ func SortIDs(ids []string) {
 	}
 }
 
-// orderMin is how many ids are worth Order's passes; fewer are compared as strings.
-const orderMin = 256
+// OrderMin is how many items are worth Order's passes; fewer sort faster compared.
+const OrderMin = 256
 
 // Order returns the positions 0 to n-1 of n items ordered by their ids (id(i)), as
 // strings are ordered, and by tie (when not nil) where ids are equal. Many items are

@@ -312,7 +312,7 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 // of a dozen words, many times.
 func sortByKey(rels []rel.Relationship) {
 	byKey := func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) }
-	if len(rels) < 256 || slices.ContainsFunc(rels, func(x rel.Relationship) bool { return x.Resource.Type != rels[0].Resource.Type }) {
+	if len(rels) < rel.OrderMin || slices.ContainsFunc(rels, func(x rel.Relationship) bool { return x.Resource.Type != rels[0].Resource.Type }) {
 		slices.SortFunc(rels, byKey)
 		return
 	}
