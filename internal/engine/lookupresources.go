@@ -274,29 +274,12 @@ func (l *reverseLookup) stream(ctx context.Context, def *ir.Definition, x *ir.Ex
 // chunks passes the objects on which the subject may hold x to fn a chunk at a time,
 // in id order.
 func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Expr, fn func(results) error) error {
-	if r := l.readable(x); r != nil {
-		// The objects come from one query, in id order, a chunk at a time: the lookup
-		// never holds them all.
-		return inChunks(func(each func(string, outcome) error) error { return l.directEach(ctx, r, each) }, fn)
-	}
-	if each, err := l.directInOrder(ctx, x); err != nil || each != nil {
+	if each, err := l.inOrder(ctx, def, x); err != nil || each != nil {
 		if err != nil {
 			return err
 		}
+		// The lookup never holds them all.
 		return inChunks(each, fn)
-	}
-	if types := arrowTypes(x); x.ArrowKind == ir.ArrowAny && len(types) == 1 {
-		// The objects come from one query of the tupleset, in id order, once the
-		// target's objects are known.
-		a := types[0]
-		sub, err := l.relation(ctx, x.TargetOn(a.Def))
-		if err != nil {
-			return err
-		}
-		sf := &store.SubjectFilter{Type: a.Type}
-		return inChunks(func(each func(string, outcome) error) error {
-			return l.walkBackEach(ctx, def.Name, x.TuplesetRel.Name, sf, sub, true, each)
-		}, fn)
 	}
 	res, err := l.expr(ctx, def, x)
 	if err != nil {
@@ -313,6 +296,32 @@ func (l *reverseLookup) chunks(ctx context.Context, def *ir.Definition, x *ir.Ex
 		}
 	}
 	return nil
+}
+
+// inOrder returns a source of the objects of def on which the subject may hold x, in
+// id order from store queries in key order, when x is: a relation read by one query
+// (readable); one whose subject sets' objects are known (directInOrder); or an arrow
+// through one type, whose tupleset is read from the target's objects in one query.
+// Else nil.
+func (l *reverseLookup) inOrder(ctx context.Context, def *ir.Definition, x *ir.Expr) (source, error) {
+	if r := l.readable(x); r != nil {
+		return func(fn func(string, outcome) error) error { return l.directEach(ctx, r, fn) }, nil
+	}
+	if each, err := l.directInOrder(ctx, x); err != nil || each != nil {
+		return each, err
+	}
+	if types := arrowTypes(x); x.ArrowKind == ir.ArrowAny && len(types) == 1 {
+		a := types[0]
+		sub, err := l.relation(ctx, x.TargetOn(a.Def))
+		if err != nil {
+			return nil, err
+		}
+		sf := &store.SubjectFilter{Type: a.Type}
+		return func(fn func(string, outcome) error) error {
+			return l.walkBackEach(ctx, def.Name, x.TuplesetRel.Name, sf, sub, true, fn)
+		}, nil
+	}
+	return nil, nil
 }
 
 // undecided returns the results of res that are neither granted nor denied: the
@@ -334,6 +343,12 @@ func undecided(res results) results {
 // the candidates of the pages before it, and one that yield stops checks none beyond
 // the chunk it stopped in.
 func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req LookupResourcesRequest, yield func(FoundResource) error) error {
+	if each, err := l.unionInOrder(ctx, target); err != nil || each != nil {
+		if err != nil {
+			return err
+		}
+		return yieldInOrder(each, req.After, yield)
+	}
 	w := walked{}
 	var cands results
 	var err error
@@ -396,6 +411,69 @@ func (l *reverseLookup) ordered(ctx context.Context, target *ir.Relation, req Lo
 		}
 	}
 	return nil
+}
+
+// unionInOrder returns, for a permission that is not recursive, of which the subject
+// is not itself a subject set, and that is a union of operands each of which inOrder
+// streams (or one such operand), a source of its objects in id order: the operands'
+// sources merged. So an ordered lookup of such a permission (documents of their
+// owners, of nested groups and of folders) yields its first page once the queries
+// reach it, instead of once every candidate is gathered and sorted. Else nil.
+func (l *reverseLookup) unionInOrder(ctx context.Context, target *ir.Relation) (source, error) {
+	if !target.IsPermission() || dependsOn(target, target) || l.ev.isSubject(target, l.ev.subject.Object.ID) {
+		return nil, nil
+	}
+	operands := []*ir.Expr{target.Rewrite}
+	if target.Rewrite.Kind == ir.Union {
+		operands = target.Rewrite.Children
+	}
+	var srcs []source
+	for _, x := range operands {
+		src, err := l.inOrder(ctx, target.Def, x)
+		if err != nil || src == nil {
+			return nil, err
+		}
+		srcs = append(srcs, src)
+	}
+	return func(fn func(string, outcome) error) error { return mergeSources(srcs, fn) }, nil
+}
+
+// yieldInOrder yields the objects each finds (in id order, an object's outcomes one
+// after another, ORed) after after, as an ordered lookup does: granted or conditional
+// in their place, the first whose caveat fails failing the lookup.
+func yieldInOrder(each source, after string, yield func(FoundResource) error) error {
+	var id string
+	var o outcome
+	found := false
+	flush := func() error {
+		if !found || id <= after {
+			return nil
+		}
+		switch o.st {
+		case has:
+			return yield(FoundResource{ID: id, Result: Result{Membership: HasPermission}})
+		case cond:
+			return yield(FoundResource{ID: id, Result: Result{Membership: Conditional, Missing: o.missing()}})
+		case evalErr:
+			return o.err()
+		}
+		return nil
+	}
+	err := each(func(next string, more outcome) error {
+		if found && next == id {
+			o = or(o, more)
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		id, o, found = next, more, true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 // walked holds what an ordered lookup found walking back: for each subexpression
