@@ -199,8 +199,9 @@ func processCPU() int64 {
 //
 // resources-first and resources-all are LookupResources of document#view for the user
 // of the first 64 who reaches the most documents (reported as results/op), to its
-// first result and to its last; subjects-top-group is LookupSubjects of the users of
-// group#access of the top-level group with the most.
+// first result and to its last; resources-page is the same lookup in id order (as a
+// request with optional_limit runs) to its 1,000th result; subjects-top-group is
+// LookupSubjects of the users of group#access of the top-level group with the most.
 func BenchmarkLookupDeepGroups(b *testing.B) {
 	f := loadDeepGroups(b)
 	ctx := context.Background()
@@ -243,6 +244,22 @@ func BenchmarkLookupDeepGroups(b *testing.B) {
 			defer reportCPU(b)()
 			for b.Loop() {
 				if err := e.e.LookupResources(ctx, f.s, f.reader, lr, func(engine.FoundResource) error { return errFirst }); err != errFirst {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("resources-page/"+e.name, func(b *testing.B) {
+			defer reportCPU(b)()
+			page := lr
+			page.Ordered = true
+			for b.Loop() {
+				n := 0
+				if err := e.e.LookupResources(ctx, f.s, f.reader, page, func(engine.FoundResource) error {
+					if n++; n == 1000 {
+						return errFirst
+					}
+					return nil
+				}); err != errFirst {
 					b.Fatal(err)
 				}
 			}
