@@ -39,7 +39,7 @@ func TestClusterProcessRestart(t *testing.T) {
 		t.Skip("a `make reliability` figure (LATCH_RELIABILITY=1); internal/cluster's TestRestartedPeerRejoins is the suite's test")
 	}
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
-	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1")
+	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false")
 	load := startCheckLoad(t, nodes[0], nodes[:2])
 	defer load.end()
 	survivors, restarted := nodes[:2], nodes[2]
@@ -102,16 +102,16 @@ func flapLoad(t *testing.T) time.Duration {
 }
 
 // TestClusterProcessNoFlapping runs a check load through every node of a healthy
-// 3-process cluster with no cache (every check dispatches, on 2 shared cores, so
-// peers lose many races to local hedges): no peer may be marked down. Before, a peer
-// losing ten races in a row was, 5 to 9 times a minute.
+// 3-process cluster with no cache and no index (every check dispatches, on 2 shared
+// cores, so peers lose many races to local hedges): no peer may be marked down.
+// Before, a peer losing ten races in a row was, 5 to 9 times a minute.
 func TestClusterProcessNoFlapping(t *testing.T) {
 	if os.Getenv("LATCH_RELIABILITY") == "" {
 		t.Skip("a `make reliability` figure (LATCH_RELIABILITY=1); internal/cluster's TestSlowPeerIsHedged is the suite's test")
 	}
 	d := flapLoad(t)
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
-	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1")
+	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false")
 	load := startCheckLoad(t, nodes[0], nodes)
 	defer load.end()
 	time.Sleep(d)

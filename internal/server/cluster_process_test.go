@@ -258,12 +258,12 @@ definition doc {
 }`
 
 // TestClusterProcessKill runs a check load through two nodes of a 3-process cluster
-// (no cache, so every check dispatches) and kills the third with SIGKILL in the middle
-// of it. No answer may be wrong; once both survivors have marked the dead node down,
+// (no cache and no index of nested sets, so every check dispatches) and kills the
+// third with SIGKILL in the middle of it. No answer may be wrong; once both survivors have marked the dead node down,
 // no check may fail; the time that takes is reported.
 func TestClusterProcessKill(t *testing.T) {
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
-	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1")
+	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false")
 	load := startCheckLoad(t, nodes[0], nodes[:2])
 	defer load.end()
 
