@@ -28,7 +28,8 @@ import (
 // resource or subject is listed with that answer, a denied one is not. Request
 // contexts fail to convert now and then: a lookup fails on a caveat exactly when the
 // check of one of the resources (subjects) it covers does, LookupResources with the
-// error of the least such resource id.
+// error of the least such resource id; LookupSubjects also where a wildcard grants
+// every subject, as SpiceDB's does.
 func TestLookupsAgreeWithCheck(t *testing.T) {
 	const schemas = 200
 	ctx := context.Background()
@@ -130,7 +131,11 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 					if err != nil && !errors.As(err, &lsErr) {
 						fail("LookupSubjects: %v", err)
 					}
-					checkFailed := false
+					// SpiceDB's LookupSubjects fails on a subject's failing caveat even
+					// where a wildcard grants the subject, whose check does not fail
+					// (SpiceDB 1.56 answers so; seed 375 of 2,000): wildGrants says a
+					// wildcard grants "unseen".
+					checkFailed, wildGrants := false, false
 					for _, uid := range []string{st.Object.Type[:1] + "0", st.Object.Type[:1] + "1", st.Object.Type[:1] + "2", st.Object.Type[:1] + "3", "unseen"} {
 						subj := rel.SubjectRef{Object: rel.ObjectRef{Type: st.Object.Type, ID: uid}, Relation: st.Relation}
 						want, err := eng.Check(ctx, s, reader, engine.CheckRequest{Resource: res, Permission: perm, Subject: subj, Context: reqCtx})
@@ -140,6 +145,9 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 							if lsErr == nil {
 								fail("LookupSubjects %v#%s ctx %v succeeds, the check of %s fails: %v", res, perm, reqCtx, uid, err)
 							}
+						}
+						if uid == "unseen" && err == nil && want.Membership != engine.NoPermission {
+							wildGrants = true
 						}
 						if err != nil || lsErr != nil {
 							continue
@@ -152,7 +160,7 @@ func TestLookupsAgreeWithCheck(t *testing.T) {
 					}
 					if lsErr != nil {
 						failed++
-						if !checkFailed {
+						if !checkFailed && !wildGrants {
 							fail("LookupSubjects %v#%s ctx %v fails (%v), no check of a subject does", res, perm, reqCtx, lsErr)
 						}
 					}
