@@ -58,6 +58,19 @@ func newIndexedStore(t *testing.T, s *ir.Schema, initial []rel.Relationship, cfg
 	return is
 }
 
+// engines returns two engines of depth limit maxDepth (0: the default), one without
+// an index and one with the store's index, its answers to lookups counted, and a
+// reader at the newest revision.
+func (is *indexedStore) engines(maxDepth int) (x *setsCounter, off, on *engine.Engine, reader store.Reader) {
+	is.t.Helper()
+	x = &setsCounter{SetIndex: is.x}
+	reader, err := is.st.Reader(context.Background(), is.revs[len(is.revs)-1])
+	if err != nil {
+		is.t.Fatal(err)
+	}
+	return x, engine.New(engine.Config{MaxDepth: maxDepth}), engine.New(engine.Config{MaxDepth: maxDepth, Index: x}), reader
+}
+
 // write touches touch and deletes del in one revision.
 func (is *indexedStore) write(touch, del []rel.Relationship) {
 	is.t.Helper()
@@ -465,12 +478,7 @@ definition doc {
 			lines = append(lines, fmt.Sprintf("group:g0#member@group:g%d#member", n/2))
 		}
 		is := newIndexedStore(t, s, parseRels(t, lines...), materialize.Config{Retain: time.Hour})
-		x := &setsCounter{SetIndex: is.x}
-		off, on := engine.New(engine.Config{}), engine.New(engine.Config{Index: x})
-		reader, err := is.st.Reader(ctx, is.revs[len(is.revs)-1])
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, off, on, reader := is.engines(0)
 		for _, subj := range []string{"user:u0", "user:u1", "group:g1#member"} {
 			sub, err := rel.ParseSubject(subj)
 			if err != nil {
@@ -549,12 +557,7 @@ definition document {
 			lines = append(lines, "folder:f3#parent@folder:c0[flagged]")
 		}
 		is := newIndexedStore(t, s, parseRels(t, lines...), materialize.Config{Retain: time.Hour})
-		x := &setsCounter{SetIndex: is.x}
-		off, on := engine.New(engine.Config{MaxDepth: depth}), engine.New(engine.Config{MaxDepth: depth, Index: x})
-		reader, err := is.st.Reader(ctx, is.revs[len(is.revs)-1])
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, off, on, reader := is.engines(depth)
 		fewer := 0
 		for _, subj := range []string{"user:u0", "user:u1", "user:u2", "group:g0#member"} {
 			sub, err := rel.ParseSubject(subj)
@@ -638,12 +641,7 @@ definition doc {
 			rels = append(slices.Clone(lines), "org:o0#member@team:t0#member", "team:t0#member@user:u3")
 		}
 		is := newIndexedStore(t, s, parseRels(t, rels...), materialize.Config{Retain: time.Hour})
-		x := &setsCounter{SetIndex: is.x}
-		off, on := engine.New(engine.Config{}), engine.New(engine.Config{Index: x})
-		reader, err := is.st.Reader(ctx, is.revs[len(is.revs)-1])
-		if err != nil {
-			t.Fatal(err)
-		}
+		x, off, on, reader := is.engines(0)
 		for _, subj := range []string{"user:u0", "user:u1", "user:u2"} {
 			sub, err := rel.ParseSubject(subj)
 			if err != nil {
