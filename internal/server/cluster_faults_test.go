@@ -39,7 +39,7 @@ func TestClusterProcessRestart(t *testing.T) {
 		t.Skip("a `make reliability` figure (LATCH_RELIABILITY=1); internal/cluster's TestRestartedPeerRejoins is the suite's test")
 	}
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
-	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false")
+	nodes := startProcessCluster(t, 3, uri, everyCheckDispatches...)
 	load := startCheckLoad(t, nodes[0], nodes[:2])
 	defer load.end()
 	survivors, restarted := nodes[:2], nodes[2]
@@ -111,7 +111,7 @@ func TestClusterProcessNoFlapping(t *testing.T) {
 	}
 	d := flapLoad(t)
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
-	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false")
+	nodes := startProcessCluster(t, 3, uri, everyCheckDispatches...)
 	load := startCheckLoad(t, nodes[0], nodes)
 	defer load.end()
 	time.Sleep(d)

@@ -248,6 +248,11 @@ func TestClusterProcessAnswersAsOneNode(t *testing.T) {
 	}
 }
 
+// everyCheckDispatches are the flags of a cluster node that answers no check without
+// dispatching: no cache, and no index of nested sets (which answers killSchema's
+// checks itself).
+var everyCheckDispatches = []string{"--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false"}
+
 // killSchema: doc#view reaches users through a chain of nested groups, so that every
 // check takes dispatched steps.
 const killSchema = `definition user {}
@@ -263,7 +268,7 @@ definition doc {
 // no check may fail; the time that takes is reported.
 func TestClusterProcessKill(t *testing.T) {
 	uri := pgtest.Get(t).NewDatabase(t, "latch_migrated", postgres.Migrate)
-	nodes := startProcessCluster(t, 3, uri, "--dispatch-cache-max-bytes", "-1", "--materialize-enabled=false")
+	nodes := startProcessCluster(t, 3, uri, everyCheckDispatches...)
 	load := startCheckLoad(t, nodes[0], nodes[:2])
 	defer load.end()
 

@@ -93,17 +93,7 @@ func TestIndexFollowsWrites(t *testing.T) {
 			// A revision no check has read: the dispatch cache holds the answers of
 			// the others.
 			token = ts.write(t, relationship("document", "other", "viewer", "group", "g0", "member"))
-			head, err := ts.srv.store.HeadRevision(ctxT(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(time.Minute)
-			for st := ts.srv.index.Stats(); !st.Ready || st.Applied < head; st = ts.srv.index.Stats() {
-				if time.Now().After(deadline) {
-					t.Fatalf("the index did not apply revision %d: %+v", head, st)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			awaitIndex(t, ts)
 			before := ts.srv.index.Stats().Answers
 			checkAll(false, []string{"g1", "g5"}, &v1.Consistency{Requirement: &v1.Consistency_AtExactSnapshot{AtExactSnapshot: token}})
 			if after := ts.srv.index.Stats().Answers; after == before {
@@ -126,17 +116,7 @@ func TestPermifyDefaultTenantUsesIndex(t *testing.T) {
 	}
 	chain = append(chain, relationship("document", "d", "viewer", "group", "g0", "member"), relationship("group", fmt.Sprint("g", depth-1), "member", "user", "u", ""))
 	ts.write(t, chain...)
-	head, err := ts.srv.store.HeadRevision(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for st := ts.srv.index.Stats(); !st.Ready || st.Applied < head; st = ts.srv.index.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the index did not apply revision %d: %+v", head, st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitIndex(t, ts)
 	before := ts.srv.index.Stats().Answers
 	for _, c := range []struct{ user, want string }{{"u", "CHECK_RESULT_ALLOWED"}, {"other", "CHECK_RESULT_DENIED"}} {
 		code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/permissions/check", map[string]any{
@@ -149,5 +129,22 @@ func TestPermifyDefaultTenantUsesIndex(t *testing.T) {
 	}
 	if after := ts.srv.index.Stats().Answers; after == before {
 		t.Fatalf("the index answered none of t1's checks (%d answers)", after)
+	}
+}
+
+// awaitIndex waits, at most a minute, for the server's index to have applied the
+// store's head.
+func awaitIndex(t *testing.T, ts *testServer) {
+	t.Helper()
+	head, err := ts.srv.store.HeadRevision(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for st := ts.srv.index.Stats(); !st.Ready || st.Applied < head; st = ts.srv.index.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the index did not apply revision %d: %+v", head, st)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
