@@ -175,6 +175,9 @@ type planNode struct {
 	direct bool
 	subs   []*planNode
 
+	// walked is the last stream walk (subjectsRun.walks) that reached the node.
+	walked int
+
 	// The node's wildcard, once known: W, and E when W is not no.
 	wildKnown bool
 	wild      outcome
@@ -193,11 +196,16 @@ func union(subs ...*planNode) *planNode {
 	return fold(planUnion, subs)
 }
 
-// fold is the left fold of subs by a two-operand kind.
+// fold is the left fold of subs by a two-operand kind. Its nodes and their children
+// are allocated at once: a group's thousands of nested sets are one union.
 func fold(kind planKind, subs []*planNode) *planNode {
 	acc := subs[0]
-	for _, sub := range subs[1:] {
-		acc = &planNode{kind: kind, children: []*planNode{acc, sub}}
+	nodes := make([]planNode, len(subs)-1)
+	children := make([]*planNode, 2*len(nodes))
+	for i, sub := range subs[1:] {
+		nodes[i] = planNode{kind: kind, children: children[2*i : 2*i+2 : 2*i+2]}
+		nodes[i].children[0], nodes[i].children[1] = acc, sub
+		acc = &nodes[i]
 	}
 	return acc
 }
@@ -242,9 +250,9 @@ func (p *subjectPlanner) direct(ctx context.Context, r *ir.Relation, id string, 
 			return nil, ErrMaxDepth
 		}
 		p.nodes.low = min(p.nodes.low, depth-longest) // the depth the walk would reach
-		subs := make([]*planNode, 0, len(ids))
-		for _, c := range ids {
-			subs = append(subs, p.withSelf(r, c, p.named(r, c)))
+		subs := p.namedAll(r, ids)
+		for i, c := range ids {
+			subs[i] = p.withSelf(r, c, subs[i])
 		}
 		return directNode(p.named(r, id), subs), nil
 	}
@@ -285,6 +293,23 @@ func (p *subjectPlanner) named(r *ir.Relation, id string) *planNode {
 		return &planNode{kind: planLeaf, rel: r, id: id}
 	}
 	return emptyPlan()
+}
+
+// namedAll is named of r on each of ids, its leaves allocated at once.
+func (p *subjectPlanner) namedAll(r *ir.Relation, ids []string) []*planNode {
+	out := make([]*planNode, len(ids))
+	if p.named(r, "").kind != planLeaf {
+		for i := range out {
+			out[i] = emptyPlan()
+		}
+		return out
+	}
+	leaves := make([]planNode, len(ids))
+	for i, id := range ids {
+		leaves[i] = planNode{kind: planLeaf, rel: r, id: id}
+		out[i] = &leaves[i]
+	}
+	return out
 }
 
 // directNode is a relation's node: its leaf united with the subject sets it names.
@@ -482,6 +507,7 @@ type subjectsRun struct {
 	typ     string
 	subjRel string
 	stops   []func()
+	walks   int // stream's walks so far, which mark the nodes they reach
 }
 
 func (o *subjectsRun) close() {
@@ -706,15 +732,17 @@ func (o *subjectsRun) stream(n *planNode, after string) idStream {
 		return &caveatStream{s: o.stream(n.children[0], after), c: n.cav}
 	}
 	var parts []idStream
+	var others []*planNode // intersections, exclusions, caveats
 	var selves []string
 	var leaves [][]*planNode // by relation, in the order first reached
-	seen := map[*planNode]bool{}
+	o.walks++
+	walk1 := o.walks
 	var walk func(n *planNode)
 	walk = func(n *planNode) {
-		if seen[n] {
+		if n.walked == walk1 {
 			return
 		}
-		seen[n] = true
+		n.walked = walk1
 		switch n.kind {
 		case planUnion, planPermission:
 			for _, c := range n.children {
@@ -731,10 +759,14 @@ func (o *subjectsRun) stream(n *planNode, after string) idStream {
 				selves = append(selves, n.id)
 			}
 		default:
-			parts = append(parts, o.stream(n, after))
+			others = append(others, n)
 		}
 	}
 	walk(n)
+	// Streamed after the walk, whose marks their own walks would overwrite.
+	for _, n := range others {
+		parts = append(parts, o.stream(n, after))
+	}
 	for _, l := range leaves {
 		if len(l) < leafBatchMin {
 			for _, n := range l {
@@ -801,7 +833,9 @@ func (o *subjectsRun) leafBatch(ns []*planNode, after string) idStream {
 	for i, n := range ns {
 		f.ResourceIDs[i] = n.id
 	}
-	rel.SortIDs(f.ResourceIDs) // nearly sorted (an index's sets are), which a store reads fastest
+	if !slices.IsSorted(f.ResourceIDs) { // an index's sets are
+		rel.SortIDs(f.ResourceIDs) // which a store reads fastest
+	}
 	// The granted subjects apart, as ids alone, which sort faster than members.
 	var granted []string
 	var ms []member

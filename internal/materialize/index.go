@@ -388,17 +388,17 @@ func (x *Index) Sets(ctx context.Context, rev store.Revision, subject rel.Subjec
 		x.fallbacks.Add(1)
 		return nil, nil, false
 	}
-	ids, hops = make([]string, 0, len(v.reach)), make([]uint8, 0, len(v.reach))
+	in := idsIn{r: r, ends: make([]int, 0, len(v.reach))}
+	hops = make([]uint8, 0, len(v.reach))
 	st.mu.RLock()
 	for _, e := range v.reach {
-		if id, ok := idIn(st.names.name(uint32(e>>8)), r); ok {
-			ids = append(ids, id)
+		if in.add(st.names.name(uint32(e >> 8))) {
 			hops = append(hops, uint8(e))
 		}
 	}
 	st.mu.RUnlock()
 	x.answers.Add(1)
-	return ids, hops, true
+	return in.ids(), hops, true
 }
 
 // Descendants returns the ids of the sets of relation r nested in set r.Def:id#r at
@@ -442,19 +442,15 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		x.answers.Add(1)
 		return nil, 0, true, true
 	}
-	ids = make([]string, 0, len(d.sets)-1)
+	in := idsIn{r: r, ends: make([]int, 0, len(d.sets)-1)}
 	for _, c := range d.sets {
-		if c == root {
-			continue
-		}
-		id, ok := idIn(st.names.name(c), r)
-		if !ok {
+		if c != root && !in.add(st.names.name(c)) {
 			// A set of another relation: the index cannot say what the reads would.
 			x.fallbacks.Add(1)
 			return nil, 0, false, false
 		}
-		ids = append(ids, id)
 	}
+	ids = in.ids()
 	rel.SortIDs(ids)
 	x.answers.Add(1)
 	return ids, int(h), false, true
@@ -524,7 +520,7 @@ func (d *descent) meet(id uint32) {
 	case d.at != nil:
 		d.at[id] = len(d.sets) - 1
 	case len(d.sets) > descentScan:
-		d.at = make(map[uint32]int, 2*len(d.sets))
+		d.at = make(map[uint32]int, 16*len(d.sets)) // a walk past a few dozen sets goes on
 		for i, s := range d.sets {
 			d.at[s] = i
 		}
@@ -570,18 +566,38 @@ func (d *descent) walk(id uint32) (int32, bool) {
 	return h, true
 }
 
-// idIn returns the object id of set name ("type:id#relation") when it is a set of
-// relation r.
-func idIn(name []byte, r *ir.Relation) (string, bool) {
+// idsIn gathers the object ids of sets of one relation into one allocation.
+type idsIn struct {
+	r    *ir.Relation
+	buf  []byte
+	ends []int
+}
+
+// add adds the object id of set name ("type:id#relation") when it is a set of the
+// relation, and reports whether it is.
+func (in *idsIn) add(name []byte) bool {
 	typ, rest, ok := bytes.Cut(name, []byte{':'})
-	if !ok || string(typ) != r.Def.Name {
-		return "", false
+	if !ok || string(typ) != in.r.Def.Name {
+		return false
 	}
 	id, relation, ok := bytes.Cut(rest, []byte{'#'})
-	if !ok || len(id) == 0 || string(relation) != r.Name {
-		return "", false
+	if !ok || len(id) == 0 || string(relation) != in.r.Name {
+		return false
 	}
-	return string(id), true
+	in.buf = append(in.buf, id...)
+	in.ends = append(in.ends, len(in.buf))
+	return true
+}
+
+// ids returns the ids added, in order, sharing one string.
+func (in *idsIn) ids() []string {
+	all := string(in.buf)
+	out := make([]string, len(in.ends))
+	start := 0
+	for i, end := range in.ends {
+		out[i], start = all[start:end], end
+	}
+	return out
 }
 
 // readable reports whether st can be read at rev: it has applied rev, waiting at most
