@@ -258,20 +258,27 @@ func compareGroup(in *interner, k groupKey, after *rel.Key) int {
 }
 
 // reversePlan walks the reverse chains of the filter's subjects. Their records come in
-// no useful order, so it gathers every match (a lock hold at a time), sorts them, and
-// hands them over in one batch; for an unordered query, it hands over each hold's
-// matches as they are.
+// no useful order, so it gathers the indexes of every match after the cursor (a lock
+// hold at a time), sorts them by key, and hands them over a batch at a time, building
+// only the relationships handed over: a reader that stops after a page builds a page.
+// The records stay while the query's revision is kept, which fill checks at every
+// hold. For an unordered query it hands over each hold's matches as they are.
 type reversePlan struct {
-	keys []revKey
-	ki   int
-	acc  []rel.Relationship
+	keys   []revKey
+	ki     int
+	idxs   []uint32 // ordered: the matches gathered, then those left to hand over
+	sorted bool
 }
 
 // reverseBatch bounds the records visited under one hold of the read lock.
 const reverseBatch = 4096
 
-func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
+func (p *reversePlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 	s := q.s
+	if p.sorted {
+		p.idxs = q.handOverLocked(p.idxs, out, want)
+		return len(p.idxs) == 0
+	}
 	for visited := 0; p.ki < len(p.keys) && visited < reverseBatch; p.ki++ {
 		c, _ := s.rev.get(&s.recs, p.keys[p.ki])
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
@@ -280,45 +287,38 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, _ int) bool {
 			if !q.matchLocked(idx, true) {
 				continue
 			}
-			x := s.materializeLocked(idx)
-			if q.after == nil || store.CompareKeys(x.Key(), *q.after) > 0 {
-				p.acc = append(p.acc, x)
+			switch {
+			case q.unordered:
+				*out = append(*out, s.materializeLocked(idx))
+			case q.after == nil || store.CompareKeys(s.keyLocked(idx), *q.after) > 0:
+				p.idxs = append(p.idxs, idx)
 			}
 		}
 	}
-	if q.unordered {
-		// Nothing to sort: what this hold of the lock found goes out at once.
-		*out = append(*out, p.acc...)
-		p.acc = p.acc[:0]
+	if q.unordered || p.ki < len(p.keys) {
 		return p.ki == len(p.keys)
 	}
-	if p.ki < len(p.keys) {
-		return false
-	}
-	sortByKey(p.acc)
-	// Everything goes out in this one batch, so the cap is the query's limit, not the
-	// batch size.
-	if q.limit > 0 && len(p.acc) > q.limit {
-		p.acc = p.acc[:q.limit]
-	}
-	*out = append(*out, p.acc...)
-	p.acc = nil
-	return true
+	s.sortByKeyLocked(p.idxs)
+	p.sorted, q.after = true, nil // all are after it
+	p.idxs = q.handOverLocked(p.idxs, out, want)
+	return len(p.idxs) == 0
 }
 
-// sortByKey sorts relationships in key order. Many of one resource type, which a
-// reverse read mostly gathers, are ordered by resource id (rel.Order) and by key
-// where those tie, then moved once: a comparison sort would move each relationship,
-// of a dozen words, many times.
-func sortByKey(rels []rel.Relationship) {
-	byKey := func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) }
-	if len(rels) < rel.OrderMin || slices.ContainsFunc(rels, func(x rel.Relationship) bool { return x.Resource.Type != rels[0].Resource.Type }) {
-		slices.SortFunc(rels, byKey)
+// sortByKeyLocked sorts records in key order. Many of one resource type, which a
+// reverse read mostly gathers, are ordered by resource id (rel.Order) and by key where
+// those tie.
+func (s *Store) sortByKeyLocked(idxs []uint32) {
+	byKey := func(a, b uint32) int { return store.CompareKeys(s.keyLocked(a), s.keyLocked(b)) }
+	if len(idxs) < rel.OrderMin || slices.ContainsFunc(idxs, func(idx uint32) bool {
+		return s.recs.at(idx).resType != s.recs.at(idxs[0]).resType
+	}) {
+		slices.SortFunc(idxs, byKey)
 		return
 	}
-	orig := slices.Clone(rels)
-	order := rel.Order(len(orig), func(i int) string { return orig[i].Resource.ID }, func(a, b int) int { return byKey(orig[a], orig[b]) })
+	orig := slices.Clone(idxs)
+	order := rel.Order(len(orig), func(i int) string { return s.in.str(s.recs.at(orig[i]).resID) },
+		func(a, b int) int { return byKey(orig[a], orig[b]) })
 	for i, at := range order {
-		rels[i] = orig[at]
+		idxs[i] = orig[at]
 	}
 }

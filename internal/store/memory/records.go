@@ -355,6 +355,16 @@ func (s *Store) materializeLocked(idx uint32) rel.Relationship {
 	return out
 }
 
+// keyLocked is the key of record idx.
+func (s *Store) keyLocked(idx uint32) rel.Key {
+	in, rp := s.in, &s.recs
+	r := rp.at(idx)
+	return rel.Key{
+		ResourceType: in.str(rp.name(r.resType)), ResourceID: in.str(r.resID), Relation: in.str(rp.name(r.relation)),
+		SubjectType: in.str(rp.name(r.subjType)), SubjectID: in.str(r.subjID), SubjectRelation: in.str(rp.name(r.subjRel)),
+	}
+}
+
 // resolveKey finds the symbols of k without interning anything; ok is false when
 // some part of k was never stored, so no record can have that key.
 func (s *Store) resolveKey(k rel.Key) (exactKey, bool) {

@@ -2,31 +2,39 @@ package memory
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// TestSortByKey: sortByKey orders relationships as a sort by key does, few or many,
+// TestSortByKey: sortByKeyLocked orders records as a sort by key does, few or many,
 // of one resource type (by resource id, then by key where ids tie) or of several.
 func TestSortByKey(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{0, 10, 255, 3000} {
 		for _, types := range []int{1, 2} {
-			rels := make([]rel.Relationship, n)
-			for i := range rels {
-				rels[i] = relationship(fmt.Sprint("doc", rnd.IntN(types)), fmt.Sprint("d", rnd.IntN(n/4+1)),
+			s, _ := newTestStore(t, time.Hour)
+			rels := map[rel.Key]rel.Relationship{}
+			for range n {
+				x := relationship(fmt.Sprint("doc", rnd.IntN(types)), fmt.Sprint("d", rnd.IntN(n/4+1)),
 					[]string{"viewer", "editor"}[rnd.IntN(2)], "group", fmt.Sprint("g", rnd.IntN(50)), "member")
+				rels[x.Key()] = x
 			}
-			want := slices.Clone(rels)
-			slices.SortFunc(want, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
-			sortByKey(rels)
-			for i := range rels {
-				if rels[i].Key() != want[i].Key() {
-					t.Fatalf("%d relationships of %d types: at %d %v, want %v", n, types, i, rels[i].Key(), want[i].Key())
+			mustWrite(t, s, store.Create, slices.Collect(maps.Values(rels))...)
+			var idxs []uint32
+			for k := range rels {
+				idxs = append(idxs, s.currentLocked(k))
+			}
+			want := slices.SortedFunc(maps.Keys(rels), store.CompareKeys)
+			s.sortByKeyLocked(idxs)
+			for i, idx := range idxs {
+				if k := s.keyLocked(idx); k != want[i] {
+					t.Fatalf("%d relationships of %d types: at %d %v, want %v", n, types, i, k, want[i])
 				}
 			}
 		}

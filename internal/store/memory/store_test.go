@@ -51,9 +51,9 @@ func TestClosedStore(t *testing.T) {
 }
 
 // TestReversePlanManyBatches reads a subject with more relationships than one lock hold
-// visits; the reverse plan must still return them all, sorted.
+// visits; the reverse plan must still return them all, sorted, across writes and GC.
 func TestReversePlanManyBatches(t *testing.T) {
-	s, _ := newTestStore(t, time.Hour)
+	s, c := newTestStore(t, time.Hour)
 	var rs []rel.Relationship
 	for i := range reverseBatch + 500 {
 		rs = append(rs, relationship("doc", fmt.Sprintf("d%05d", (i*7919)%(reverseBatch+500)), "viewer", "user", "alice", ""))
@@ -75,10 +75,48 @@ func TestReversePlanManyBatches(t *testing.T) {
 	if _, ok := q.plan.(*reversePlan); !ok {
 		t.Fatalf("plan %T, want the reverse plan", q.plan)
 	}
-	got := readAll(t, s, rev, f)
-	if len(got) != reverseBatch+500 || !slices.IsSortedFunc(got, store.CompareKeys) {
-		t.Fatalf("read %d relationships (sorted: %v), want %d sorted", len(got), slices.IsSortedFunc(got, store.CompareKeys), reverseBatch+500)
+	want := readAll(t, s, rev, f)
+	if len(want) != reverseBatch+500 || !slices.IsSortedFunc(want, store.CompareKeys) {
+		t.Fatalf("read %d relationships (sorted: %v), want %d sorted", len(want), slices.IsSortedFunc(want, store.CompareKeys), reverseBatch+500)
 	}
+	// The sorted matches are handed over a batch at a time, as record indexes until
+	// then: writes and GC between the batches change nothing the reader's revision
+	// sees, and a cursor resumes after its relationship.
+	r, err := s.Reader(context.Background(), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []rel.Key
+	var cursor store.Cursor
+	for item, err := range r.Query(context.Background(), f, store.QueryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, item.Relationship.Key())
+		if len(got)%batchItems == 1 {
+			mustWrite(t, s, store.Delete, rs[len(got)])
+			mustWrite(t, s, store.Create, relationship("doc", fmt.Sprint("e", len(got)), "viewer", "user", "alice", ""))
+			c.advance(time.Minute)
+			s.GC(c.Now())
+		}
+		if len(got) == 2*batchItems+10 {
+			cursor = item.Cursor()
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %d relationships across writes, want %d", len(got), len(want))
+	}
+	var rest []rel.Key
+	for item, err := range r.Query(context.Background(), f, store.QueryOptions{After: cursor, Limit: 100}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, item.Relationship.Key())
+	}
+	if !slices.Equal(rest, want[2*batchItems+10:2*batchItems+110]) {
+		t.Fatalf("resumed from a cursor: %d relationships, want the next 100", len(rest))
+	}
+	checkInvariants(t, s)
 }
 
 // TestScanResumesAcrossWrites writes between the batches of a scan at an old
