@@ -267,6 +267,9 @@ type reversePlan struct {
 	keys   []revKey
 	ki     int
 	idxs   []uint32 // ordered: the matches gathered, then those left to hand over
+	rids   []sym    // by match: its resource id, read while the record is at hand
+	types  int      // of the matches' resources: 0, 1, or 2 for more than one
+	typ    nameSlot // the matches' resource type, while they have one
 	sorted bool
 }
 
@@ -291,32 +294,34 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 			case q.unordered:
 				*out = append(*out, s.materializeLocked(idx))
 			case q.after == nil || store.CompareKeys(s.keyLocked(idx), *q.after) > 0:
-				p.idxs = append(p.idxs, idx)
+				r := s.recs.at(idx)
+				p.idxs, p.rids = append(p.idxs, idx), append(p.rids, r.resID)
+				if p.types == 0 || p.types == 1 && r.resType != p.typ {
+					p.types, p.typ = p.types+1, r.resType
+				}
 			}
 		}
 	}
 	if q.unordered || p.ki < len(p.keys) {
 		return p.ki == len(p.keys)
 	}
-	s.sortByKeyLocked(p.idxs)
-	p.sorted, q.after = true, nil // all are after it
+	s.sortByKeyLocked(p.idxs, p.rids, p.types == 1)
+	p.sorted, p.rids, q.after = true, nil, nil // all are after it
 	p.idxs = q.handOverLocked(p.idxs, out, want)
 	return len(p.idxs) == 0
 }
 
-// sortByKeyLocked sorts records in key order. Many of one resource type, which a
-// reverse read mostly gathers, are ordered by resource id (rel.Order) and by key where
-// those tie.
-func (s *Store) sortByKeyLocked(idxs []uint32) {
+// sortByKeyLocked sorts records in key order, given their resource ids (rids). Many of
+// one resource type (oneType), which a reverse read mostly gathers, are ordered by
+// resource id (rel.Order) and by key where those tie.
+func (s *Store) sortByKeyLocked(idxs []uint32, rids []sym, oneType bool) {
 	byKey := func(a, b uint32) int { return store.CompareKeys(s.keyLocked(a), s.keyLocked(b)) }
-	if len(idxs) < rel.OrderMin || slices.ContainsFunc(idxs, func(idx uint32) bool {
-		return s.recs.at(idx).resType != s.recs.at(idxs[0]).resType
-	}) {
+	if len(idxs) < rel.OrderMin || !oneType {
 		slices.SortFunc(idxs, byKey)
 		return
 	}
 	orig := slices.Clone(idxs)
-	order := rel.Order(len(orig), func(i int) string { return s.in.str(s.recs.at(orig[i]).resID) },
+	order := rel.Order(len(orig), func(i int) string { return s.in.str(rids[i]) },
 		func(a, b int) int { return byKey(orig[a], orig[b]) })
 	for i, at := range order {
 		idxs[i] = orig[at]

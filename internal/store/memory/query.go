@@ -416,7 +416,7 @@ func (q *query) matchLocked(idx uint32, checkResource bool) bool {
 		if q.ridSet != nil && !hasSym(q.ridSet, r.resID) {
 			return false
 		}
-		if !strings.HasPrefix(q.s.in.str(r.resID), q.f.ResourceIDPrefix) {
+		if q.f.ResourceIDPrefix != "" && !strings.HasPrefix(q.s.in.str(r.resID), q.f.ResourceIDPrefix) {
 			return false
 		}
 		if !q.anyRel && rp.name(r.relation) != q.relation {

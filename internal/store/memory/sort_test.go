@@ -27,11 +27,13 @@ func TestSortByKey(t *testing.T) {
 			}
 			mustWrite(t, s, store.Create, slices.Collect(maps.Values(rels))...)
 			var idxs []uint32
+			var rids []sym
 			for k := range rels {
-				idxs = append(idxs, s.currentLocked(k))
+				idx := s.currentLocked(k)
+				idxs, rids = append(idxs, idx), append(rids, s.recs.at(idx).resID)
 			}
 			want := slices.SortedFunc(maps.Keys(rels), store.CompareKeys)
-			s.sortByKeyLocked(idxs)
+			s.sortByKeyLocked(idxs, rids, types == 1)
 			for i, idx := range idxs {
 				if k := s.keyLocked(idx); k != want[i] {
 					t.Fatalf("%d relationships of %d types: at %d %v, want %v", n, types, i, k, want[i])
