@@ -293,7 +293,7 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 			switch {
 			case q.unordered:
 				*out = append(*out, s.materializeLocked(idx))
-			case q.after == nil || store.CompareKeys(s.keyLocked(idx), *q.after) > 0:
+			case q.after == nil || s.afterLocked(idx, q.after):
 				r := s.recs.at(idx)
 				p.idxs, p.rids = append(p.idxs, idx), append(p.rids, r.resID)
 				if p.types == 0 || p.types == 1 && r.resType != p.typ {
@@ -309,6 +309,19 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 	p.sorted, p.rids, q.after = true, nil, nil // all are after it
 	p.idxs = q.handOverLocked(p.idxs, out, want)
 	return len(p.idxs) == 0
+}
+
+// afterLocked reports whether record idx comes after key k, comparing the whole key
+// only where the resource's type and id tie.
+func (s *Store) afterLocked(idx uint32, k *rel.Key) bool {
+	r := s.recs.at(idx)
+	if c := strings.Compare(s.in.str(s.recs.name(r.resType)), k.ResourceType); c != 0 {
+		return c > 0
+	}
+	if c := strings.Compare(s.in.str(r.resID), k.ResourceID); c != 0 {
+		return c > 0
+	}
+	return store.CompareKeys(s.keyLocked(idx), *k) > 0
 }
 
 // sortByKeyLocked sorts records in key order, given their resource ids (rids). Many of

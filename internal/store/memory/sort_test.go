@@ -42,3 +42,32 @@ func TestSortByKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterLocked: afterLocked places a record after a key as CompareKeys does, where
+// resource types and ids differ and where they tie.
+func TestAfterLocked(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 9))
+	s, _ := newTestStore(t, time.Hour)
+	random := func() rel.Relationship {
+		return relationship(fmt.Sprint("doc", rnd.IntN(2)), fmt.Sprint("d", rnd.IntN(3)), []string{"viewer", "editor"}[rnd.IntN(2)],
+			"group", fmt.Sprint("g", rnd.IntN(3)), []string{"member", ""}[rnd.IntN(2)])
+	}
+	rels := map[rel.Key]bool{}
+	for range 60 {
+		rels[random().Key()] = true
+	}
+	var all []rel.Relationship
+	for k := range rels {
+		all = append(all, relationship(k.ResourceType, k.ResourceID, k.Relation, k.SubjectType, k.SubjectID, k.SubjectRelation))
+	}
+	mustWrite(t, s, store.Create, all...)
+	for k := range rels {
+		idx := s.currentLocked(k)
+		for range 20 {
+			after := random().Key()
+			if got, want := s.afterLocked(idx, &after), store.CompareKeys(k, after) > 0; got != want {
+				t.Fatalf("%v after %v: %v, want %v", k, after, got, want)
+			}
+		}
+	}
+}
