@@ -179,7 +179,7 @@ func (q *query) collectGroupLocked(k groupKey, scratch []uint32) []uint32 {
 	for _, ch := range chains {
 		for idx := ch.head; idx != 0; idx = s.recs.at(idx).fwdNext {
 			q.visited++
-			if q.matchLocked(idx, false) {
+			if q.matchLocked(idx) {
 				idxs = append(idxs, idx)
 			}
 		}
@@ -218,7 +218,7 @@ func (q *query) exactGroupLocked(k groupKey, idxs []uint32) []uint32 {
 		for _, srel := range q.srels {
 			e := exactKey{k.resType, k.resID, k.relation, q.st, sid, srel}
 			q.visited++
-			if idx := q.s.versionAtLocked(e, q.rev); idx != 0 && q.matchLocked(idx, false) {
+			if idx := q.s.versionAtLocked(e, q.rev); idx != 0 && q.matchLocked(idx) {
 				idxs = append(idxs, idx)
 			}
 		}
@@ -287,14 +287,14 @@ func (p *reversePlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
 			visited++
 			q.visited++
-			if !q.matchLocked(idx, true) {
+			r := s.recs.at(idx)
+			if !q.matchReverseLocked(idx, r) {
 				continue
 			}
 			switch {
 			case q.unordered:
 				*out = append(*out, s.materializeLocked(idx))
 			case q.after == nil || s.afterLocked(idx, q.after):
-				r := s.recs.at(idx)
 				p.idxs, p.rids = append(p.idxs, idx), append(p.rids, r.resID)
 				if p.types == 0 || p.types == 1 && r.resType != p.typ {
 					p.types, p.typ = p.types+1, r.resType

@@ -401,33 +401,36 @@ func (q *query) expiredLocked(idx uint32, r *record) bool {
 	return x <= q.now
 }
 
-// matchLocked reports whether record idx is in the query's result, resource fields
-// included unless the caller's index already guarantees them.
-func (q *query) matchLocked(idx uint32, checkResource bool) bool {
+// matchLocked reports whether record idx, which a forward chain or an exact lookup
+// found (so its resource's type, id and relation are the filter's), is in the query's
+// result.
+func (q *query) matchLocked(idx uint32) bool {
 	rp := &q.s.recs
 	r := rp.at(idx)
-	if !r.visibleAt(q.s.offLocked(q.rev)) || (!q.f.IncludeExpired && q.expiredLocked(idx, r)) {
+	if !q.liveLocked(idx, r) {
 		return false
-	}
-	if checkResource {
-		if q.f.ResourceType != "" && rp.name(r.resType) != q.rt {
-			return false
-		}
-		if q.ridSet != nil && !hasSym(q.ridSet, r.resID) {
-			return false
-		}
-		if q.f.ResourceIDPrefix != "" && !strings.HasPrefix(q.s.in.str(r.resID), q.f.ResourceIDPrefix) {
-			return false
-		}
-		if !q.anyRel && rp.name(r.relation) != q.relation {
-			return false
-		}
 	}
 	if !q.subj {
 		return true
 	}
 	return (q.anySt || rp.name(r.subjType) == q.st) && (q.sidSet == nil || hasSym(q.sidSet, r.subjID)) &&
 		(q.anySrel || rp.name(r.subjRel) == q.srel)
+}
+
+// matchReverseLocked reports whether record r (idx), which a reverse chain of the
+// reverse plan's keys found (so its subject's type and id, its resource's type and its
+// relation are the filter's), is in the query's result.
+func (q *query) matchReverseLocked(idx uint32, r *record) bool {
+	return q.liveLocked(idx, r) &&
+		(q.ridSet == nil || hasSym(q.ridSet, r.resID)) &&
+		(q.f.ResourceIDPrefix == "" || strings.HasPrefix(q.s.in.str(r.resID), q.f.ResourceIDPrefix)) &&
+		(q.anySrel || q.s.recs.name(r.subjRel) == q.srel)
+}
+
+// liveLocked reports whether record r (idx) is visible at the query's revision and,
+// unless the filter includes them, not expired.
+func (q *query) liveLocked(idx uint32, r *record) bool {
+	return r.visibleAt(q.s.offLocked(q.rev)) && (q.f.IncludeExpired || !q.expiredLocked(idx, r))
 }
 
 // hasSym reports whether the sorted set holds s.
