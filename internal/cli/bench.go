@@ -8,8 +8,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
+	v1 "github.com/authzed/authzed-go/proto/authzed/api/v1"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/latch-authz/latch/internal/bench"
 	"github.com/latch-authz/latch/internal/bench/dataset"
@@ -311,6 +316,11 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 		return err
 	}
 	defer bench.CloseAll(conns)
+	if cfg.Target == "server" {
+		if err := serversAnswer(ctx, conns, eps); err != nil {
+			return err
+		}
+	}
 	if cfg.Target == "in-process" && !cfg.NoLoad && w.Dataset != nil {
 		if err := loadInProcess(ctx, conns[0], w, env); err != nil {
 			return err
@@ -324,6 +334,26 @@ func benchRun(ctx context.Context, cfg BenchRunConfig, env Env) error {
 		Conns: bench.Conns(conns), Endpoints: addrs, Seed: cfg.Seed, Target: targetName(cfg, addrs), MetricsURL: cfg.MetricsURL,
 	}, env)
 }
+
+// serversAnswer calls each endpoint once (ReadSchema, which any SpiceDB-API server
+// answers, with a schema or without) before a run, so that a server that is not there
+// or refuses the token fails the run at once, with the reason, instead of failing each
+// of its calls for the whole run. conns holds one connection to each endpoint first.
+func serversAnswer(ctx context.Context, conns []*grpc.ClientConn, eps []bench.Endpoint) error {
+	for i, e := range eps {
+		callCtx, cancel := context.WithTimeout(ctx, serverAnswerTimeout)
+		_, err := v1.NewSchemaServiceClient(conns[i]).ReadSchema(callCtx, &v1.ReadSchemaRequest{})
+		cancel()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.Unauthenticated, codes.PermissionDenied, codes.DeadlineExceeded, codes.Unimplemented:
+			return rpcFailed("reaching the server before the run", e.Addr, err)
+		}
+	}
+	return nil
+}
+
+// serverAnswerTimeout bounds serversAnswer's call to each endpoint.
+const serverAnswerTimeout = 10 * time.Second
 
 // benchEndpointUsage says in cmd's help that its --endpoint takes a list.
 func benchEndpointUsage(cmd *cobra.Command) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,6 +207,36 @@ func TestBenchRunErrors(t *testing.T) {
 	}
 	if r := latch(t, "bench", "compare", bad, bad); r.code != 1 || !strings.Contains(r.err, "not a latch bench result") {
 		t.Errorf("compare of a non-result: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestBenchRunFailsFastWithoutServer: a run against an address where no server listens,
+// or with a token the server refuses, fails before its phases with the reason and what
+// to do, instead of counting every call of the run as an error.
+func TestBenchRunFailsFastWithoutServer(t *testing.T) {
+	dir := t.TempDir()
+	wl := filepath.Join(dir, "w.yaml")
+	if err := os.WriteFile(wl, []byte(clusterWorkload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := lis.Addr().String()
+	lis.Close()
+	r := latch(t, "bench", "run", wl, "-q", "--endpoint", nobody, "--token", "k")
+	if r.code != 1 || !strings.Contains(r.err, "is a latch server running at "+nobody) || strings.Contains(r.out, "phase") {
+		t.Errorf("run against %s where nothing listens: exit %d, stdout %q, stderr %q", nobody, r.code, r.out, r.err)
+	}
+	addr := startServer(t, "right-key")
+	r = latch(t, "bench", "run", wl, "-q", "--endpoint", addr, "--token", "wrong-key")
+	if r.code != 1 || !strings.Contains(r.err, "invalid preshared key") || !strings.Contains(r.err, "--token") || strings.Contains(r.out, "phase") {
+		t.Errorf("run with a wrong token: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+	// A server without a schema answers: the run goes on (and its checks fail).
+	if r := latch(t, "bench", "run", wl, "-q", "--endpoint", addr, "--token", "right-key"); r.code != 0 || !strings.Contains(r.out, "phase steady") {
+		t.Errorf("run against a server without a schema: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }
 

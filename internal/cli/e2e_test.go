@@ -185,7 +185,7 @@ func TestClientErrorsAreOneClearLine(t *testing.T) {
 			"wrong token flag beats env",
 			map[string]string{"LATCH_ENDPOINT": addr, "LATCH_TOKEN": "right"},
 			[]string{"schema", "read", "--token", "wrong"},
-			[]string{"(PermissionDenied)"},
+			[]string{"(PermissionDenied)", "--token or LATCH_TOKEN"},
 		},
 		{
 			"nobody listening", nil,

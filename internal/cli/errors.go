@@ -23,10 +23,10 @@ func (e *rpcError) Error() string {
 
 // hint says what to do about the error, where the code and message tell.
 func (e *rpcError) hint() string {
-	switch e.code {
-	case codes.Unauthenticated:
+	switch {
+	case e.code == codes.Unauthenticated, e.code == codes.PermissionDenied && strings.Contains(e.msg, "preshared key"):
 		return "; pass the server's preshared key with --token or LATCH_TOKEN (latch serve prints the key it uses)"
-	case codes.Unavailable:
+	case e.code == codes.Unavailable:
 		return e.unavailableHint()
 	}
 	return ""
