@@ -373,3 +373,43 @@ func ownerCheck(user string) map[string]any {
 		"entity":   map[string]any{"type": "doc", "id": "1"}, "permission": "view", "subject": map[string]any{"type": "user", "id": user},
 	}
 }
+
+// TestPermifyOlderSchemaVersion: a Permify check on t1 that runs with an older schema
+// (schema_version) than the one in force at its snapshot gets evaluation's answer under
+// that schema, whatever the cache and the index hold for the newer one, and the newer
+// one's answers are not those of the older: the older schema's group#member admits
+// users only, so the nested group the newer one allowed is not followed.
+func TestPermifyOlderSchemaVersion(t *testing.T) {
+	const older = "entity user {}\nentity group { relation member @user }\nentity document { relation viewer @group#member permission view = viewer }"
+	const newer = "entity user {}\nentity group { relation member @user @group#member }\nentity document { relation viewer @group#member permission view = viewer }"
+	for _, indexed := range []bool{true, false} {
+		ts := start(t, func(c *Config) { c.MaterializeDisabled = !indexed })
+		var version any
+		for _, src := range []string{older, newer} {
+			code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/schemas/write", map[string]any{"schema": src})
+			if code != http.StatusOK {
+				t.Fatalf("schema write: %d %v", code, out)
+			}
+			if version == nil {
+				version = out["schema_version"]
+			}
+		}
+		written := ts.write(t, relationship("group", "a", "member", "group", "b", "member"), relationship("group", "b", "member", "user", "u", ""),
+			relationship("document", "d", "viewer", "group", "a", "member"))
+		if indexed {
+			awaitIndex(t, ts)
+		}
+		for _, c := range []struct {
+			version any
+			want    string
+		}{{"", "CHECK_RESULT_ALLOWED"}, {version, "CHECK_RESULT_DENIED"}, {"", "CHECK_RESULT_ALLOWED"}, {version, "CHECK_RESULT_DENIED"}} {
+			code, out := permifyPost(t, ts, testKey, "/v1/tenants/t1/permissions/check", map[string]any{
+				"metadata": map[string]any{"depth": 20, "schema_version": c.version, "snap_token": written.GetToken()},
+				"entity":   map[string]any{"type": "document", "id": "d"}, "permission": "view", "subject": map[string]any{"type": "user", "id": "u"},
+			})
+			if code != http.StatusOK || out["can"] != c.want {
+				t.Fatalf("index %v, schema_version %q: %d %v, want %s", indexed, c.version, code, out, c.want)
+			}
+		}
+	}
+}

@@ -28,18 +28,18 @@ type checkContext struct {
 func (c checkContext) caveatContext() map[string]any { return permdata.RequestContext(c.Data) }
 
 // on returns the reader and engine a request with this context evaluates with: r and
-// the tenant's engine, or, with contextual tuples or attributes, r overlaid with the
-// relationships a write of them would make, and an engine that caches nothing (the
-// answers are not those of r's revision).
-func (c checkContext) on(ctx context.Context, t *tenant, v *view, r store.Reader) (store.Reader, *engine.Engine, error) {
+// eng, or, with contextual tuples or attributes, r overlaid with the relationships a
+// write of them would make, and an engine that caches nothing (the answers are not
+// those of r's revision).
+func (c checkContext) on(ctx context.Context, eng *engine.Engine, v *view, r store.Reader) (store.Reader, *engine.Engine, error) {
 	if len(c.Tuples) == 0 && len(c.Attributes) == 0 {
-		return r, t.engine, nil
+		return r, eng, nil
 	}
 	b, err := lower(ctx, v, r, "context.", c.Tuples, c.Attributes)
 	if err != nil {
 		return nil, nil, err
 	}
-	return store.WithUpdates(r, b.Updates, time.Now()), t.engine.Uncached(), nil
+	return store.WithUpdates(r, b.Updates, time.Now()), eng.Uncached(), nil
 }
 
 type checkBody struct {
@@ -67,6 +67,24 @@ func (c checkBody) request() engine.CheckRequest {
 	}
 }
 
+// evalView is readView with the engine the request evaluates with: the tenant's, or,
+// when schema_version names another schema than the one in force at the snapshot, one
+// without cache or index, whose answers are those of a revision under its own schema.
+func (h *Handler) evalView(ctx context.Context, t *tenant, m metadata) (store.Reader, *view, *engine.Engine, error) {
+	r, v, err := h.readView(ctx, t, m)
+	if err != nil || m.SchemaVersion == "" {
+		return r, v, t.engine, err
+	}
+	current, err := r.Schema(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cur, err := h.schemas.Get(ctx, current); err == nil && cur == v {
+		return r, v, t.engine, nil
+	}
+	return r, v, t.engine.Uncached(), nil
+}
+
 // checkSetup decodes a request about one entity and subject and returns what it is
 // evaluated on: the reader at its snapshot with its contextual data, the schema there,
 // and the engine.
@@ -78,11 +96,11 @@ func (h *Handler) checkSetup(ctx context.Context, t *tenant, body []byte) (check
 	if err := req.check(""); err != nil {
 		return req, nil, nil, nil, err
 	}
-	r, v, err := h.readView(ctx, t, req.Metadata)
+	r, v, eng, err := h.evalView(ctx, t, req.Metadata)
 	if err != nil {
 		return req, nil, nil, nil, err
 	}
-	r, eng, err := req.Context.on(ctx, t, v, r)
+	r, eng, err = req.Context.on(ctx, eng, v, r)
 	return req, r, v, eng, err
 }
 
@@ -123,7 +141,7 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 			return nil, err
 		}
 	}
-	r, v, err := h.readView(ctx, t, req.Metadata)
+	r, v, eng, err := h.evalView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, err
 	}
@@ -142,19 +160,19 @@ func (h *Handler) bulkCheck(ctx context.Context, t *tenant, body []byte) (any, e
 	if contextual {
 		// Each item sees its own contextual data: they are checked one by one.
 		for i, it := range req.Items {
-			ir, eng, err := it.Context.on(ctx, t, v, r)
+			ir, itEng, err := it.Context.on(ctx, eng, v, r)
 			if err != nil {
 				return nil, err
 			}
 			var st engine.Stats
-			answers[i].Result, answers[i].Err = eng.Check(engine.WithStats(ctx, &st), v.IR, ir, creqs[i])
+			answers[i].Result, answers[i].Err = itEng.Check(engine.WithStats(ctx, &st), v.IR, ir, creqs[i])
 			counts[i] = checkCount(&st)
 		}
 	} else {
 		// Items are evaluated together and share their subproblems: each reports the
 		// work of the whole evaluation.
 		var st engine.Stats
-		answers = t.engine.CheckBulk(engine.WithStats(ctx, &st), v.IR, r, creqs)
+		answers = eng.CheckBulk(engine.WithStats(ctx, &st), v.IR, r, creqs)
 		for i := range counts {
 			counts[i] = checkCount(&st)
 		}
@@ -180,11 +198,11 @@ type lookupPage struct {
 // lookupOn returns the reader, schema and engine a lookup runs with: the request's
 // snapshot and schema, overlaid with its contextual data.
 func (h *Handler) lookupOn(ctx context.Context, t *tenant, req lookupPage) (store.Reader, *view, *engine.Engine, error) {
-	r, v, err := h.readView(ctx, t, req.Metadata)
+	r, v, eng, err := h.evalView(ctx, t, req.Metadata)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	r, eng, err := req.Context.on(ctx, t, v, r)
+	r, eng, err = req.Context.on(ctx, eng, v, r)
 	return r, v, eng, err
 }
 
