@@ -57,7 +57,6 @@ type query struct {
 
 	planned   bool  // the filter is resolved and the plan chosen (at the first batch)
 	empty     bool  // the filter names a string never stored: nothing matches
-	rt        sym   // the filter's resource type, when it has one
 	types     []sym // resource types to visit, by string
 	ridsByStr []sym // resource ids by string; nil: any id
 	ridSet    []sym
@@ -191,7 +190,7 @@ func (q *query) resolveLocked() {
 			q.empty = true
 			return
 		}
-		q.rt, q.typeBuf[0] = rt, rt
+		q.typeBuf[0] = rt
 		q.types = q.typeBuf[:]
 	} else {
 		q.types = q.s.resourceTypesLocked()
