@@ -96,11 +96,11 @@ func New(cfg Config) *Engine {
 }
 
 // Sibling returns an engine with e's configuration and cache whose answers are keyed
-// apart from e's (and from every other sibling's), for another datastore. It
-// dispatches nothing and has no index: the cluster's nodes and the index are of e's
+// apart from e's (and from every other sibling's), for another datastore, with that
+// datastore's index (nil: none). It dispatches nothing: the cluster's nodes are of e's
 // datastore, not the sibling's.
-func (e *Engine) Sibling() *Engine {
-	return New(Config{Semantics: e.sem, MaxDepth: e.maxDepth, Cache: e.cache})
+func (e *Engine) Sibling(index SetIndex) *Engine {
+	return New(Config{Semantics: e.sem, MaxDepth: e.maxDepth, Cache: e.cache, Index: index})
 }
 
 // OpenFGASibling is Sibling with OpenFGA's semantics and depth limit. Its answers

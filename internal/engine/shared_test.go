@@ -272,7 +272,7 @@ func TestIdenticalChecksShareOneEvaluation(t *testing.T) {
 func TestSiblingsKeepAnswersApart(t *testing.T) {
 	s := mustCompile(t, groupSchema)
 	eng := engine.New(engine.Config{Cache: cache.New(1 << 20)})
-	other := eng.Sibling()
+	other := eng.Sibling(nil)
 	withAmy := &countingReader{sliceReader: groupData, rev: 3}
 	withoutAmy := &countingReader{sliceReader: groupData[:2], rev: 3}
 	for range 2 {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/server/permify"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/crdb"
@@ -24,6 +26,12 @@ import (
 // through the API get stores of their own (tenantStores). The returned func closes
 // those stores.
 func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
+	var newIndex func(string, store.Store, func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func())
+	if !s.cfg.MaterializeDisabled {
+		newIndex = func(tenant string, st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func()) {
+			return s.newIndex(st, schemaAt, s.cfg.Logger.With("tenant", tenant))
+		}
+	}
 	h, err := permify.New(permify.Config{
 		Engine:             s.engine,
 		Default:            s.store,
@@ -31,6 +39,7 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 		Tenants:            s.tenantStores(),
 		MaxTenants:         s.cfg.MaxTenants,
 		StreamStallTimeout: s.cfg.StreamStallTimeout,
+		NewIndex:           newIndex,
 		Authorize: func(r *http.Request) error {
 			md := metadata.Pairs("authorization", r.Header.Get("Authorization"))
 			err := s.auth.check(metadata.NewIncomingContext(r.Context(), md))

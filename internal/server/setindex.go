@@ -2,16 +2,29 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latch-authz/latch/internal/materialize"
+	"github.com/latch-authz/latch/internal/schema/ir"
+	"github.com/latch-authz/latch/internal/store"
 )
 
 // startIndex starts the index of nested sets over the server's store, with its
 // metrics registered; Close stops it.
 func (s *Server) startIndex() *materialize.Index {
+	x, stop := s.newIndex(s.store, s.schemaAtRevision, s.cfg.Logger)
+	s.index, s.stopIndex = x, stop
+	s.registerIndexMetrics(x)
+	return x
+}
+
+// newIndex starts an index of nested sets over st (the server's store, or a Permify
+// tenant's), whose schema at a revision schemaAt compiles, logging to logger; stop
+// ends its upkeep.
+func (s *Server) newIndex(st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error), logger *slog.Logger) (x *materialize.Index, stop func()) {
 	window := max(s.cfg.QuantizationWindow, 0)
 	// The SQL stores' change feeds are polled (other processes write to them): a read
 	// ahead of the index would wait for the next poll, so it is evaluated at once, and
@@ -20,16 +33,16 @@ func (s *Server) startIndex() *materialize.Index {
 	if s.cfg.Datastore == nil && (s.cfg.DatastoreEngine == "postgres" || s.cfg.DatastoreEngine == "cockroachdb") {
 		wait, checkpoints = -1, 100*time.Millisecond
 	}
-	x := materialize.New(materialize.Config{
-		Store:    s.store,
-		SchemaAt: s.schemaAtRevision,
+	x = materialize.New(materialize.Config{
+		Store:    st,
+		SchemaAt: schemaAt,
 		MaxBytes: s.cfg.MaterializeMaxBytes,
 		// A minimize_latency read may pick a revision up to a window (and its
 		// smearing) after the revision stopped being the newest.
 		Retain:          2*window + time.Second,
 		Wait:            wait,
 		CheckpointEvery: checkpoints,
-		Logger:          s.cfg.Logger,
+		Logger:          logger,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -37,12 +50,10 @@ func (s *Server) startIndex() *materialize.Index {
 		defer close(done)
 		x.Run(ctx)
 	}()
-	s.index, s.stopIndex = x, func() {
+	return x, func() {
 		cancel()
 		<-done
 	}
-	s.registerIndexMetrics(x)
-	return x
 }
 
 // registerIndexMetrics adds the latch_materialize_* metrics.

@@ -39,7 +39,7 @@ type fgaStore struct {
 func (s *Service) newStore(t permify.TenantInfo) *fgaStore {
 	st := &fgaStore{
 		id: t.ID, name: t.Name, created: t.Created, data: t.Store,
-		engine: s.cfg.Engine.Sibling(), compiled: map[string]*compiledModel{},
+		engine: s.cfg.Engine.Sibling(nil), compiled: map[string]*compiledModel{},
 	}
 	st.quantizer = revision.NewQuantizer(s.cfg.QuantizationWindow, s.cfg.MaxStalenessPercent, t.Store.HeadRevision)
 	return st

@@ -28,6 +28,7 @@ import (
 
 	"github.com/latch-authz/latch/internal/engine"
 	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -59,6 +60,10 @@ type Config struct {
 	// StreamStallTimeout bounds each write of a streamed answer: a client that reads
 	// nothing for this long ends its stream (0: no bound).
 	StreamStallTimeout time.Duration
+	// NewIndex, if not nil, starts the index of nested sets over tenant's store st
+	// (t1's too unless SharedDefault, where Engine holds the server's index), whose
+	// schema at a revision schemaAt compiles; stop ends its upkeep.
+	NewIndex func(tenant string, st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error)) (x engine.SetIndex, stop func())
 }
 
 // TenantStores opens, lists and removes the stores of tenants other than t1.
@@ -90,11 +95,12 @@ type Handler struct {
 }
 
 type tenant struct {
-	ID, Name string
-	Created  time.Time
-	store    store.Store
-	engine   *engine.Engine
-	owned    bool
+	ID, Name  string
+	Created   time.Time
+	store     store.Store
+	engine    *engine.Engine
+	stopIndex func() // ends the upkeep of the engine's index; nil without one
+	owned     bool
 }
 
 // New returns a handler with tenant t1 on cfg.Default and the tenants cfg.Tenants kept.
@@ -103,21 +109,65 @@ func New(cfg Config) (*Handler, error) {
 		cfg.MaxBatch = 10_000
 	}
 	h := &Handler{cfg: cfg, schemas: newSchemaCache(), tenants: map[string]*tenant{}, creating: map[string]bool{}}
-	t1 := cfg.Engine.Sibling()
-	if cfg.SharedDefault {
-		t1 = cfg.Engine
+	t1 := &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default, engine: cfg.Engine}
+	if !cfg.SharedDefault {
+		h.setEngine(t1)
 	}
-	h.tenants[DefaultTenant] = &tenant{ID: DefaultTenant, Name: "default", Created: time.Now().UTC(), store: cfg.Default, engine: t1}
+	h.tenants[DefaultTenant] = t1
 	if cfg.Tenants != nil {
 		existing, err := cfg.Tenants.Existing()
 		if err != nil {
+			h.Close()
 			return nil, err
 		}
-		for _, t := range existing {
-			h.tenants[t.ID] = &tenant{ID: t.ID, Name: t.Name, Created: t.Created, store: t.Store, engine: cfg.Engine.Sibling(), owned: true}
+		for _, info := range existing {
+			t := &tenant{ID: info.ID, Name: info.Name, Created: info.Created, store: info.Store, owned: true}
+			h.setEngine(t)
+			h.tenants[t.ID] = t
 		}
 	}
 	return h, nil
+}
+
+// setEngine gives tenant t an engine of its own over its store, with the store's index
+// of nested sets when the server keeps them.
+func (h *Handler) setEngine(t *tenant) {
+	if h.cfg.NewIndex == nil {
+		t.engine = h.cfg.Engine.Sibling(nil)
+		return
+	}
+	x, stop := h.cfg.NewIndex(t.ID, t.store, h.schemaOf(t.store))
+	t.engine, t.stopIndex = h.cfg.Engine.Sibling(x), stop
+}
+
+// schemaOf returns the compiled schema of store st at a revision, nil when it has none:
+// what the index of st's nested sets is planned from.
+func (h *Handler) schemaOf(st store.Store) func(context.Context, store.Revision) (*ir.Schema, error) {
+	return func(ctx context.Context, rev store.Revision) (*ir.Schema, error) {
+		r, err := st.Reader(ctx, rev)
+		if err != nil {
+			return nil, err
+		}
+		text, err := r.Schema(ctx)
+		if err != nil || text == "" {
+			return nil, err
+		}
+		v, err := h.schemas.Get(ctx, text)
+		if err != nil {
+			return nil, err
+		}
+		return v.IR, nil
+	}
+}
+
+// release stops tenant t's index and closes its store if the handler opened it.
+func (t *tenant) release() {
+	if t.stopIndex != nil {
+		t.stopIndex()
+	}
+	if t.owned {
+		_ = t.store.Close()
+	}
 }
 
 // Close closes the stores of tenants created through the API.
@@ -129,9 +179,7 @@ func (h *Handler) Close() {
 	}
 	h.closed = true
 	for _, t := range h.tenants {
-		if t.owned {
-			_ = t.store.Close()
-		}
+		t.release()
 	}
 }
 
@@ -320,7 +368,7 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 	}
 	// The store is made without the lock: opening one waits on its database, and every
 	// other request on every tenant takes the lock.
-	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), engine: h.cfg.Engine.Sibling(), owned: true}
+	t := &tenant{ID: req.ID, Name: req.Name, Created: time.Now().UTC(), owned: true}
 	st, err := h.cfg.Tenants.Create(TenantInfo{ID: t.ID, Name: t.Name, Created: t.Created})
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -333,6 +381,7 @@ func (h *Handler) createTenant(body []byte) (any, error) {
 		return nil, errShuttingDown
 	}
 	t.store = st
+	h.setEngine(t)
 	h.tenants[req.ID] = t
 	return map[string]any{"tenant": t.json()}, nil
 }
@@ -393,8 +442,8 @@ func (h *Handler) deleteTenant(id string) (any, error) {
 	if t == nil {
 		return nil, notFound("ERROR_CODE_TENANT_NOT_FOUND", "tenant "+quote(id)+" does not exist")
 	}
+	t.release()
 	if t.owned {
-		_ = t.store.Close()
 		if err := h.cfg.Tenants.Remove(id); err != nil {
 			return nil, err // classified by toAPI, without the database's detail
 		}

@@ -1,10 +1,16 @@
 package permify
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/latch-authz/latch/internal/engine"
+	"github.com/latch-authz/latch/internal/materialize"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 )
 
@@ -70,5 +76,74 @@ func TestMaxTenants(t *testing.T) {
 	}
 	if code, out := a.do(http.MethodPost, "/v1/tenants/create", map[string]any{"id": "c"}); code != http.StatusOK {
 		t.Fatalf("a tenant after a deletion made room: %d %v", code, out)
+	}
+}
+
+// TestTenantsUseTheirIndex: a tenant created through the API gets the index of its own
+// store's nested sets, which answers its checks through nested groups as evaluation
+// does, and deleting the tenant (or closing the handler, for t1's) ends its upkeep.
+func TestTenantsUseTheirIndex(t *testing.T) {
+	type made struct {
+		st store.Store
+		x  *materialize.Index
+	}
+	var indexes []made
+	stopped := 0
+	a := newAPI(t, func(c *Config) {
+		c.NewIndex = func(_ string, st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func()) {
+			x := materialize.New(materialize.Config{Store: st, SchemaAt: schemaAt, Retain: time.Minute})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				x.Run(ctx)
+			}()
+			indexes = append(indexes, made{st, x})
+			return x, func() {
+				cancel()
+				<-done
+				stopped++
+			}
+		}
+	})
+	if len(indexes) != 1 {
+		t.Fatalf("%d indexes at start, want t1's", len(indexes))
+	}
+	a.ok("/v1/tenants/create", map[string]any{"id": "t2", "name": "second"})
+	if len(indexes) != 2 {
+		t.Fatalf("%d indexes after creating t2, want 2", len(indexes))
+	}
+	a.ok("/v1/tenants/t2/schemas/write", map[string]any{"schema": "entity user {}\nentity group { relation member @user @group#member }\nentity document { relation viewer @group#member permission view = viewer }"})
+	tuples := []any{tuple("document:d", "viewer", "group:g0#member"), tuple("group:g7", "member", "user:u")}
+	for i := range 7 {
+		tuples = append(tuples, tuple(fmt.Sprint("group:g", i), "member", fmt.Sprint("group:g", i+1, "#member")))
+	}
+	snap := a.ok("/v1/tenants/t2/data/write", map[string]any{"metadata": map[string]any{}, "tuples": tuples})["snap_token"]
+	t2 := indexes[1]
+	head, err := t2.st.HeadRevision(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for st := t2.x.Stats(); !st.Ready || st.Applied < head; st = t2.x.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("t2's index did not apply revision %d: %+v", head, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := t2.x.Stats().Answers
+	for user, want := range map[string]string{"user:u": allowed, "user:other": denied} {
+		if got := a.check("t2", "document:d", "view", user, map[string]any{"metadata": map[string]any{"depth": 20, "snap_token": snap}}); got != want {
+			t.Errorf("t2: document:d view %s: %s, want %s", user, got, want)
+		}
+	}
+	if after := t2.x.Stats().Answers; after == before {
+		t.Errorf("t2's index answered none of its checks (%d answers)", after)
+	}
+	if code, out := a.do(http.MethodDelete, "/v1/tenants/t2", nil); code != http.StatusOK {
+		t.Fatalf("deleting t2: %d %v", code, out)
+	}
+	if stopped != 1 {
+		t.Errorf("deleting t2 stopped %d indexes, want its own", stopped)
 	}
 }
