@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -29,7 +30,7 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 	var newIndex func(string, store.Store, func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func())
 	if !s.cfg.MaterializeDisabled {
 		newIndex = func(tenant string, st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func()) {
-			return s.newIndex(st, schemaAt, s.cfg.Logger.With("tenant", tenant))
+			return s.newIndex(st, schemaAt, s.cfg.Logger.With("tenant", tenant), tenantIndexPoll)
 		}
 	}
 	h, err := permify.New(permify.Config{
@@ -76,6 +77,11 @@ var permifySurface = httpSurface{
 		permify.WriteError(w, permify.Overloaded(err.Error()))
 	},
 }
+
+// tenantIndexPoll is how often a tenant's index polls a SQL store's change feed: a
+// hundred tenants' indexes ask the database 100 times a second, and a read of a
+// revision an index has not applied is evaluated meanwhile.
+const tenantIndexPoll = time.Second
 
 // tenantConns sizes each CockroachDB tenant store's pools: tenants share the
 // database server with t1, and a tenant's traffic rarely needs more.

@@ -15,7 +15,7 @@ import (
 // startIndex starts the index of nested sets over the server's store, with its
 // metrics registered; Close stops it.
 func (s *Server) startIndex() *materialize.Index {
-	x, stop := s.newIndex(s.store, s.schemaAtRevision, s.cfg.Logger)
+	x, stop := s.newIndex(s.store, s.schemaAtRevision, s.cfg.Logger, 100*time.Millisecond)
 	s.index, s.stopIndex = x, stop
 	s.registerIndexMetrics(x)
 	return x
@@ -23,15 +23,15 @@ func (s *Server) startIndex() *materialize.Index {
 
 // newIndex starts an index of nested sets over st (the server's store, or a Permify
 // tenant's), whose schema at a revision schemaAt compiles, logging to logger; stop
-// ends its upkeep.
-func (s *Server) newIndex(st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error), logger *slog.Logger) (x *materialize.Index, stop func()) {
+// ends its upkeep. A SQL store's change feed is polled every poll.
+func (s *Server) newIndex(st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error), logger *slog.Logger, poll time.Duration) (x *materialize.Index, stop func()) {
 	window := max(s.cfg.QuantizationWindow, 0)
 	// The SQL stores' change feeds are polled (other processes write to them): a read
 	// ahead of the index would wait for the next poll, so it is evaluated at once, and
 	// the idle feed is asked for its head as often as it polls anyway.
 	var wait, checkpoints time.Duration
 	if s.cfg.Datastore == nil && (s.cfg.DatastoreEngine == "postgres" || s.cfg.DatastoreEngine == "cockroachdb") {
-		wait, checkpoints = -1, 100*time.Millisecond
+		wait, checkpoints = -1, poll
 	}
 	x = materialize.New(materialize.Config{
 		Store:    st,
