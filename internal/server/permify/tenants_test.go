@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,8 +88,14 @@ func TestTenantsUseTheirIndex(t *testing.T) {
 		st store.Store
 		x  *materialize.Index
 	}
+	var mu sync.Mutex // the handler calls NewIndex and stop on its requests' goroutines
 	var indexes []made
 	stopped := 0
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(indexes), stopped
+	}
 	a := newAPI(t, func(c *Config) {
 		c.NewIndex = func(_ string, st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func()) {
 			x := materialize.New(materialize.Config{Store: st, SchemaAt: schemaAt, Retain: time.Minute})
@@ -98,20 +105,24 @@ func TestTenantsUseTheirIndex(t *testing.T) {
 				defer close(done)
 				x.Run(ctx)
 			}()
+			mu.Lock()
+			defer mu.Unlock()
 			indexes = append(indexes, made{st, x})
 			return x, func() {
 				cancel()
 				<-done
+				mu.Lock()
+				defer mu.Unlock()
 				stopped++
 			}
 		}
 	})
-	if len(indexes) != 1 {
-		t.Fatalf("%d indexes at start, want t1's", len(indexes))
+	if n, _ := counts(); n != 1 {
+		t.Fatalf("%d indexes at start, want t1's", n)
 	}
 	a.ok("/v1/tenants/create", map[string]any{"id": "t2", "name": "second"})
-	if len(indexes) != 2 {
-		t.Fatalf("%d indexes after creating t2, want 2", len(indexes))
+	if n, _ := counts(); n != 2 {
+		t.Fatalf("%d indexes after creating t2, want 2", n)
 	}
 	a.ok("/v1/tenants/t2/schemas/write", map[string]any{"schema": "entity user {}\nentity group { relation member @user @group#member }\nentity document { relation viewer @group#member permission view = viewer }"})
 	tuples := []any{tuple("document:d", "viewer", "group:g0#member"), tuple("group:g7", "member", "user:u")}
@@ -119,7 +130,9 @@ func TestTenantsUseTheirIndex(t *testing.T) {
 		tuples = append(tuples, tuple(fmt.Sprint("group:g", i), "member", fmt.Sprint("group:g", i+1, "#member")))
 	}
 	snap := a.ok("/v1/tenants/t2/data/write", map[string]any{"metadata": map[string]any{}, "tuples": tuples})["snap_token"]
+	mu.Lock()
 	t2 := indexes[1]
+	mu.Unlock()
 	head, err := t2.st.HeadRevision(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +156,7 @@ func TestTenantsUseTheirIndex(t *testing.T) {
 	if code, out := a.do(http.MethodDelete, "/v1/tenants/t2", nil); code != http.StatusOK {
 		t.Fatalf("deleting t2: %d %v", code, out)
 	}
-	if stopped != 1 {
-		t.Errorf("deleting t2 stopped %d indexes, want its own", stopped)
+	if _, n := counts(); n != 1 {
+		t.Errorf("deleting t2 stopped %d indexes, want its own", n)
 	}
 }
