@@ -61,12 +61,18 @@ func mustWrite(t *testing.T, s *Store, op store.Op, rs ...rel.Relationship) stor
 
 func readAll(t *testing.T, s *Store, rev store.Revision, f store.Filter) []rel.Key {
 	t.Helper()
+	return readKeys(t, s, rev, f, store.QueryOptions{})
+}
+
+// readKeys is the keys of the relationships a query of f with opts at rev yields.
+func readKeys(t *testing.T, s *Store, rev store.Revision, f store.Filter, opts store.QueryOptions) []rel.Key {
+	t.Helper()
 	r, err := s.Reader(context.Background(), rev)
 	if err != nil {
 		t.Fatalf("reader at %d: %v", rev, err)
 	}
 	var out []rel.Key
-	for item, err := range r.Query(context.Background(), f, store.QueryOptions{}) {
+	for item, err := range r.Query(context.Background(), f, opts) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,37 +82,14 @@ func TestReversePlanManyBatches(t *testing.T) {
 	// The sorted matches are handed over a batch at a time, as record indexes until
 	// then: writes and GC between the batches change nothing the reader's revision
 	// sees, and a cursor resumes after its relationship.
-	r, err := s.Reader(context.Background(), rev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []rel.Key
-	var cursor store.Cursor
-	for item, err := range r.Query(context.Background(), f, store.QueryOptions{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, item.Relationship.Key())
-		if len(got)%batchItems == 1 {
-			mustWrite(t, s, store.Delete, rs[len(got)])
-			mustWrite(t, s, store.Create, relationship("doc", fmt.Sprint("e", len(got)), "viewer", "user", "alice", ""))
-			c.advance(time.Minute)
-			s.GC(c.Now())
-		}
-		if len(got) == 2*batchItems+10 {
-			cursor = item.Cursor()
-		}
-	}
+	got, cursor := readAcrossWrites(t, s, c, rev, f, 2*batchItems+10, func(n int) {
+		mustWrite(t, s, store.Delete, rs[n])
+		mustWrite(t, s, store.Create, relationship("doc", fmt.Sprint("e", n), "viewer", "user", "alice", ""))
+	})
 	if !slices.Equal(got, want) {
 		t.Fatalf("read %d relationships across writes, want %d", len(got), len(want))
 	}
-	var rest []rel.Key
-	for item, err := range r.Query(context.Background(), f, store.QueryOptions{After: cursor, Limit: 100}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest = append(rest, item.Relationship.Key())
-	}
+	rest := readKeys(t, s, rev, f, store.QueryOptions{After: cursor, Limit: 100})
 	if !slices.Equal(rest, want[2*batchItems+10:2*batchItems+110]) {
 		t.Fatalf("resumed from a cursor: %d relationships, want the next 100", len(rest))
 	}
@@ -129,27 +106,13 @@ func TestScanResumesAcrossWrites(t *testing.T) {
 	}
 	rev := mustWrite(t, s, store.Create, rs...)
 	want := readAll(t, s, rev, store.Filter{ResourceType: "doc"})
-	r, err := s.Reader(context.Background(), rev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []rel.Key
-	for item, err := range r.Query(context.Background(), store.Filter{ResourceType: "doc"}, store.QueryOptions{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, item.Relationship.Key())
-		if len(got)%batchItems == 1 {
-			// Delete the current resource and its neighbours, add new ones around it,
-			// and let GC free what it can (nothing our revision sees).
-			i := 2 * (len(got) - 1)
-			mustWrite(t, s, store.Delete, rs[len(got)-1], rs[len(got)])
-			mustWrite(t, s, store.Create, relationship("doc", fmt.Sprintf("d%05d", i+1), "viewer", "user", "x", ""),
-				relationship("doc", fmt.Sprintf("d%05d", i+3), "viewer", "user", "x", ""))
-			c.advance(time.Minute)
-			s.GC(c.Now())
-		}
-	}
+	got, _ := readAcrossWrites(t, s, c, rev, store.Filter{ResourceType: "doc"}, 0, func(n int) {
+		// Delete the current resource and its neighbours, add new ones around it.
+		i := 2 * (n - 1)
+		mustWrite(t, s, store.Delete, rs[n-1], rs[n])
+		mustWrite(t, s, store.Create, relationship("doc", fmt.Sprintf("d%05d", i+1), "viewer", "user", "x", ""),
+			relationship("doc", fmt.Sprintf("d%05d", i+3), "viewer", "user", "x", ""))
+	})
 	if !slices.Equal(got, want) {
 		t.Fatalf("scan across writes read %d relationships, want %d", len(got), len(want))
 	}
@@ -182,6 +145,25 @@ func TestLargeGroupAcrossBatches(t *testing.T) {
 	if done, err := q.fill(&batch, 0); err != nil || done || len(batch) != batchItems {
 		t.Fatalf("first batch: %d relationships, done %v, %v; want %d, not done", len(batch), done, err, batchItems)
 	}
+	got, cursor := readAcrossWrites(t, s, c, rev, f, batchItems+10, func(n int) {
+		mustWrite(t, s, store.Delete, rs[n])
+		mustWrite(t, s, store.Create, relationship("doc", "d", "viewer", "user", fmt.Sprint("new", n), ""))
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %d relationships across writes, want %d", len(got), len(want))
+	}
+	rest := readKeys(t, s, rev, f, store.QueryOptions{After: cursor})
+	if !slices.Equal(rest, want[batchItems+10:]) {
+		t.Fatalf("resumed inside the group: %d relationships, want %d", len(rest), len(want)-batchItems-10)
+	}
+	checkInvariants(t, s)
+}
+
+// readAcrossWrites reads f at rev, calling write(n) after the first of each batch (n
+// read so far) and then letting GC free what it can (nothing rev sees); it returns the
+// keys read and the cursor of the cursorAt-th (none for 0).
+func readAcrossWrites(t *testing.T, s *Store, c *clock, rev store.Revision, f store.Filter, cursorAt int, write func(n int)) ([]rel.Key, store.Cursor) {
+	t.Helper()
 	r, err := s.Reader(context.Background(), rev)
 	if err != nil {
 		t.Fatal(err)
@@ -194,29 +176,15 @@ func TestLargeGroupAcrossBatches(t *testing.T) {
 		}
 		got = append(got, item.Relationship.Key())
 		if len(got)%batchItems == 1 {
-			mustWrite(t, s, store.Delete, rs[len(got)])
-			mustWrite(t, s, store.Create, relationship("doc", "d", "viewer", "user", fmt.Sprint("new", len(got)), ""))
+			write(len(got))
 			c.advance(time.Minute)
 			s.GC(c.Now())
 		}
-		if len(got) == batchItems+10 {
+		if len(got) == cursorAt {
 			cursor = item.Cursor()
 		}
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("read %d relationships across writes, want %d", len(got), len(want))
-	}
-	var rest []rel.Key
-	for item, err := range r.Query(context.Background(), f, store.QueryOptions{After: cursor}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest = append(rest, item.Relationship.Key())
-	}
-	if !slices.Equal(rest, want[batchItems+10:]) {
-		t.Fatalf("resumed inside the group: %d relationships, want %d", len(rest), len(want)-batchItems-10)
-	}
-	checkInvariants(t, s)
+	return got, cursor
 }
 
 func TestExtremeExpirations(t *testing.T) {
