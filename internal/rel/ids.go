@@ -12,23 +12,29 @@ func SortIDs(ids []string) {
 		slices.Sort(ids)
 		return
 	}
-	orig := slices.Clone(ids)
-	for i, at := range Order(len(ids), func(i int) string { return orig[i] }, nil) {
-		ids[i] = orig[at]
+	SortBy(ids, func(i int) string { return ids[i] }, nil)
+}
+
+// SortBy sorts items in the order order gives them; id and tie name items by their
+// positions before the sort.
+func SortBy[T any](items []T, id func(int) string, tie func(a, b int) int) {
+	orig := slices.Clone(items)
+	for i, at := range order(len(items), id, tie) {
+		items[i] = orig[at]
 	}
 }
 
-// OrderMin is how many items are worth Order's passes; fewer sort faster compared.
+// OrderMin is how many items are worth SortBy's passes; fewer sort faster compared.
 const OrderMin = 256
 
-// Order returns the positions 0 to n-1 of n items ordered by their ids (id(i)), as
+// order returns the positions 0 to n-1 of n items ordered by their ids (id(i)), as
 // strings are ordered, and by tie (when not nil) where ids are equal. Many items are
 // sorted by the first eight bytes of their ids read as a number, with a radix sort of
 // the bytes in which they differ, then by the rest where those tie: short ids (`u1234`)
 // rarely tie, and a pass of a radix sort costs less than one of a comparison sort's
 // many string comparisons. The sort moves numbers, no pointers: it costs the garbage
 // collector nothing.
-func Order(n int, id func(int) string, tie func(a, b int) int) []uint32 {
+func order(n int, id func(int) string, tie func(a, b int) int) []uint32 {
 	keyed := make([]keyedID, n)
 	var anyOne, allOnes uint64 = 0, ^uint64(0)
 	for i := range n {

@@ -38,7 +38,7 @@ func TestSortIDs(t *testing.T) {
 	}
 }
 
-// TestOrder: Order orders positions by id, then by the tie-break where ids are equal.
+// TestOrder: order orders positions by id, then by the tie-break where ids are equal.
 func TestOrder(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(5, 6))
 	type item struct {
@@ -50,7 +50,7 @@ func TestOrder(t *testing.T) {
 		for i := range items {
 			items[i] = item{fmt.Sprintf("document%d", rnd.IntN(n/3+1)), rnd.IntN(5)}
 		}
-		got := Order(n, func(i int) string { return items[i].id }, func(a, b int) int { return items[a].rank - items[b].rank })
+		got := order(n, func(i int) string { return items[i].id }, func(a, b int) int { return items[a].rank - items[b].rank })
 		for i := 1; i < len(got); i++ {
 			a, b := items[got[i-1]], items[got[i]]
 			if a.id > b.id || a.id == b.id && a.rank > b.rank {

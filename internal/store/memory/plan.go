@@ -326,17 +326,12 @@ func (s *Store) afterLocked(idx uint32, k *rel.Key) bool {
 
 // sortByKeyLocked sorts records in key order, given their resource ids (rids). Many of
 // one resource type (oneType), which a reverse read mostly gathers, are ordered by
-// resource id (rel.Order) and by key where those tie.
+// resource id (rel.SortBy) and by key where those tie.
 func (s *Store) sortByKeyLocked(idxs []uint32, rids []sym, oneType bool) {
 	byKey := func(a, b uint32) int { return store.CompareKeys(s.keyLocked(a), s.keyLocked(b)) }
 	if len(idxs) < rel.OrderMin || !oneType {
 		slices.SortFunc(idxs, byKey)
 		return
 	}
-	orig := slices.Clone(idxs)
-	order := rel.Order(len(orig), func(i int) string { return s.in.str(rids[i]) },
-		func(a, b int) int { return byKey(orig[a], orig[b]) })
-	for i, at := range order {
-		idxs[i] = orig[at]
-	}
+	rel.SortBy(idxs, func(i int) string { return s.in.str(rids[i]) }, func(a, b int) int { return byKey(idxs[a], idxs[b]) })
 }
