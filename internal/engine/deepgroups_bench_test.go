@@ -225,6 +225,20 @@ func BenchmarkLookupDeepGroups(b *testing.B) {
 			lr, most = req, n
 		}
 	}
+	// groupsOnly reaches the most documents of the last 64 users who own none: its
+	// documents all come through its groups.
+	var groupsOnly engine.LookupResourcesRequest
+	mostGroups := -1
+	for i := range 64 {
+		user := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: dataset.User(*deepUsers - 1 - i)}}
+		if ownsDocuments(b, f, user) {
+			continue
+		}
+		req := engine.LookupResourcesRequest{ResourceType: "document", Permission: "view", Subject: user}
+		if n := count(req); n > mostGroups {
+			groupsOnly, mostGroups = req, n
+		}
+	}
 	var ls engine.LookupSubjectsRequest
 	mostSubjects := -1
 	for i := range dataset.DeepTopGroups {
@@ -237,13 +251,22 @@ func BenchmarkLookupDeepGroups(b *testing.B) {
 			ls, mostSubjects = req, n
 		}
 	}
-	b.Logf("%d results for user %s, %d subjects of %v; the index: %+v", most, lr.Subject.Object.ID, mostSubjects, ls.Resource, x.Stats())
+	b.Logf("%d results for user %s, %d for user %s through groups only, %d subjects of %v; the index: %+v",
+		most, lr.Subject.Object.ID, mostGroups, groupsOnly.Subject.Object.ID, mostSubjects, ls.Resource, x.Stats())
 	errFirst := errors.New("first")
 	for _, e := range engines {
 		b.Run("resources-first/"+e.name, func(b *testing.B) {
 			defer reportCPU(b)()
 			for b.Loop() {
 				if err := e.e.LookupResources(ctx, f.s, f.reader, lr, func(engine.FoundResource) error { return errFirst }); err != errFirst {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("resources-first-groups/"+e.name, func(b *testing.B) {
+			defer reportCPU(b)()
+			for b.Loop() {
+				if err := e.e.LookupResources(ctx, f.s, f.reader, groupsOnly, func(engine.FoundResource) error { return errFirst }); err != errFirst {
 					b.Fatal(err)
 				}
 			}
@@ -285,4 +308,16 @@ func BenchmarkLookupDeepGroups(b *testing.B) {
 			b.ReportMetric(float64(mostSubjects), "results/op")
 		})
 	}
+}
+
+// ownsDocuments reports whether user owns a document of f.
+func ownsDocuments(b *testing.B, f socialFixture, user rel.SubjectRef) bool {
+	filter := store.Filter{ResourceType: "document", Relation: "owner", Subject: &store.SubjectFilter{Type: user.Object.Type, IDs: []string{user.Object.ID}}}
+	for _, err := range f.reader.Query(context.Background(), filter, store.QueryOptions{Limit: 1}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		return true
+	}
+	return false
 }

@@ -156,6 +156,7 @@ func (s *Store) unlinkLocked(victims []uint32) {
 		}
 	}
 	for k := range rkeys {
+		s.runs.drop(k)
 		old, _ := s.rev.get(&s.recs, k)
 		if c := s.relink(old.head, func(i uint32) uint32 { return s.recs.at(i).revNext }, func(i, to uint32) { s.recs.at(i).revNext = to }); c.n == 0 {
 			s.rev.del(&s.recs, k)

@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/latch-authz/latch/internal/store"
 )
 
 // checkInvariants verifies that every index agrees with the records: each record is in
 // exactly the chains its fields name, chain lengths and catalogue counts are exact, the
-// id lists hold exactly the resources with chains, and symbol reference counts equal
-// the records' uses.
+// sorted runs kept are sorted, the id lists hold exactly the resources with chains, and
+// symbol reference counts equal the records' uses.
 func checkInvariants(t *testing.T, s *Store) {
 	t.Helper()
 	s.mu.RLock()
@@ -48,6 +50,9 @@ func (s *Store) invariantsLocked() error {
 		if n != c.n || n == 0 {
 			return fmt.Errorf("reverse chain %v has %d records, says %d", k, n, c.n)
 		}
+	}
+	if err := s.checkRunsLocked(); err != nil {
+		return err
 	}
 	heads := s.exact.heads()
 	if len(heads) != s.exact.used {
@@ -239,4 +244,33 @@ func countEntries(types map[sym]*typeInfo, f func(*typeInfo) int) int {
 		n += f(t)
 	}
 	return n
+}
+
+// checkRunsLocked checks that every kept run of a chain that has not changed since it
+// was sorted holds the chain's records in key order, and that the runs' bytes are
+// counted.
+func (s *Store) checkRunsLocked() error {
+	bytes := 0
+	for k, r := range s.runs.runs {
+		bytes += sliceBytes(r.idxs)
+		c, ok := s.rev.get(&s.recs, k)
+		if !ok {
+			return fmt.Errorf("a run is kept for reverse chain %v, which is gone", k)
+		}
+		if c != r.chain {
+			continue // stale: the next ordered read of k sorts it again
+		}
+		var want []uint32
+		for idx := r.head; idx != 0; idx = s.recs.at(idx).revNext {
+			want = append(want, idx)
+		}
+		slices.SortFunc(want, func(a, b uint32) int { return store.CompareKeys(s.keyLocked(a), s.keyLocked(b)) })
+		if !slices.Equal(r.idxs, want) {
+			return fmt.Errorf("the run of reverse chain %v is not its records in key order", k)
+		}
+	}
+	if got := s.runs.bytes.Load(); got != int64(bytes) {
+		return fmt.Errorf("runs take %d bytes, counted %d", bytes, got)
+	}
+	return nil
 }

@@ -60,6 +60,7 @@ type Store struct {
 	olders   map[uint32]uint32 // record -> the previous version of its key, for records that have one
 	fwd      chainIndex[fwdKey]
 	rev      chainIndex[revKey]
+	runs     runCache // rev's chains sorted, for ordered reads
 	exact    exactIndex
 	types    map[sym]*typeInfo
 	side     sideTable
@@ -255,7 +256,7 @@ func (s *Store) TableBytes() int64 {
 	n += sliceBytes(s.exact.slots) + sliceBytes(s.exact.tags)
 	n += sliceBytes(s.fwd.slots) + sliceBytes(s.fwd.tags) + sliceBytes(s.rev.slots) + sliceBytes(s.rev.tags)
 	n += sliceBytes(s.in.table) + sliceBytes(s.in.tags) + sliceBytes(s.in.locs) + sliceBytes(s.in.refs)
-	n += sliceBytes(s.freeRecs) + sliceBytes(s.ended)
+	n += sliceBytes(s.freeRecs) + sliceBytes(s.ended) + int(s.runs.bytes.Load())
 	for _, c := range s.in.chunks {
 		n += cap(c)
 	}

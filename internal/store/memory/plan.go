@@ -2,6 +2,7 @@ package memory
 
 import (
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/latch-authz/latch/internal/rel"
@@ -258,19 +259,16 @@ func compareGroup(in *interner, k groupKey, after *rel.Key) int {
 }
 
 // reversePlan walks the reverse chains of the filter's subjects. Their records come in
-// no useful order, so it gathers the indexes of every match after the cursor (a lock
-// hold at a time), sorts them by key, and hands them over a batch at a time, building
-// only the relationships handed over: a reader that stops after a page builds a page.
-// The records stay while the query's revision is kept, which fill checks at every
-// hold. For an unordered query it hands over each hold's matches as they are.
+// no useful order: an unordered query takes each hold's matches as they are; an ordered
+// one merges the chains' sorted runs (runCache), each started after the cursor, and
+// hands over the matches a batch at a time, building only the relationships handed
+// over: a reader that stops after a page builds a page. The records stay while the
+// query's revision is kept, which fill checks at every hold.
 type reversePlan struct {
 	keys   []revKey
 	ki     int
-	idxs   []uint32 // ordered: the matches gathered, then those left to hand over
-	rids   []sym    // by match: its resource id, read while the record is at hand
-	types  int      // of the matches' resources: 0, 1, or 2 for more than one
-	typ    nameSlot // the matches' resource type, while they have one
-	sorted bool
+	merge  runHeap // ordered: the runs of keys[:ki] still to hand over
+	merged bool    // every key's run is in merge
 }
 
 // reverseBatch bounds the records visited under one hold of the read lock.
@@ -278,37 +276,58 @@ const reverseBatch = 4096
 
 func (p *reversePlan) fill(q *query, out *[]rel.Relationship, want int) bool {
 	s := q.s
-	if p.sorted {
-		p.idxs = q.handOverLocked(p.idxs, out, want)
-		return len(p.idxs) == 0
-	}
-	for visited := 0; p.ki < len(p.keys) && visited < reverseBatch; p.ki++ {
-		c, _ := s.rev.get(&s.recs, p.keys[p.ki])
-		for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
-			visited++
-			q.visited++
-			r := s.recs.at(idx)
-			if !q.matchReverseLocked(idx, r) {
-				continue
-			}
-			switch {
-			case q.unordered:
-				*out = append(*out, s.materializeLocked(idx))
-			case q.after == nil || s.afterLocked(idx, q.after):
-				p.idxs, p.rids = append(p.idxs, idx), append(p.rids, r.resID)
-				if p.types == 0 || p.types == 1 && r.resType != p.typ {
-					p.types, p.typ = p.types+1, r.resType
+	if q.unordered {
+		for visited := 0; p.ki < len(p.keys) && visited < reverseBatch; p.ki++ {
+			c, _ := s.rev.get(&s.recs, p.keys[p.ki])
+			for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
+				visited++
+				q.visited++
+				if q.matchReverseLocked(idx, s.recs.at(idx)) {
+					*out = append(*out, s.materializeLocked(idx))
 				}
 			}
 		}
-	}
-	if q.unordered || p.ki < len(p.keys) {
 		return p.ki == len(p.keys)
 	}
-	s.sortByKeyLocked(p.idxs, p.rids, p.types == 1)
-	p.sorted, p.rids, q.after = true, nil, nil // all are after it
-	p.idxs = q.handOverLocked(p.idxs, out, want)
-	return len(p.idxs) == 0
+	if !p.merged {
+		p.merge.s = s
+		for visited := int64(0); p.ki < len(p.keys) && visited < reverseBatch; p.ki++ {
+			c, _ := s.rev.get(&s.recs, p.keys[p.ki])
+			idxs, read := s.runs.sortedLocked(s, p.keys[p.ki], c)
+			visited += 1 + int64(read)
+			q.visited += int64(read)
+			if q.after != nil {
+				idxs = idxs[sort.Search(len(idxs), func(i int) bool { return s.afterLocked(idxs[i], q.after) }):]
+			}
+			if idxs = q.nextMatchLocked(idxs); len(idxs) > 0 {
+				p.merge.entries = append(p.merge.entries, p.merge.entry(idxs))
+			}
+		}
+		if p.ki < len(p.keys) {
+			return false
+		}
+		p.merged, q.after = true, nil // every run starts after it
+		p.merge.init()
+	}
+	h := &p.merge
+	for len(*out) < want && len(h.entries) > 0 {
+		top := h.entries[0].idxs
+		*out = append(*out, s.materializeLocked(top[0]))
+		h.advance(q.nextMatchLocked(top[1:]))
+	}
+	return len(h.entries) == 0
+}
+
+// nextMatchLocked drops the records of a reverse chain's run (idxs) up to its next
+// match.
+func (q *query) nextMatchLocked(idxs []uint32) []uint32 {
+	for i, idx := range idxs {
+		q.visited++
+		if q.matchReverseLocked(idx, q.s.recs.at(idx)) {
+			return idxs[i:]
+		}
+	}
+	return nil
 }
 
 // afterLocked reports whether record idx comes after key k, comparing the whole key
@@ -322,16 +341,4 @@ func (s *Store) afterLocked(idx uint32, k *rel.Key) bool {
 		return c > 0
 	}
 	return store.CompareKeys(s.keyLocked(idx), *k) > 0
-}
-
-// sortByKeyLocked sorts records in key order, given their resource ids (rids). Many of
-// one resource type (oneType), which a reverse read mostly gathers, are ordered by
-// resource id (rel.SortBy) and by key where those tie.
-func (s *Store) sortByKeyLocked(idxs []uint32, rids []sym, oneType bool) {
-	byKey := func(a, b uint32) int { return store.CompareKeys(s.keyLocked(a), s.keyLocked(b)) }
-	if len(idxs) < rel.OrderMin || !oneType {
-		slices.SortFunc(idxs, byKey)
-		return
-	}
-	rel.SortBy(idxs, func(i int) string { return s.in.str(rids[i]) }, func(a, b int) int { return byKey(idxs[a], idxs[b]) })
 }

@@ -12,32 +12,46 @@ import (
 	"github.com/latch-authz/latch/internal/store"
 )
 
-// TestSortByKey: sortByKeyLocked orders records as a sort by key does, few or many,
-// of one resource type (by resource id, then by key where ids tie) or of several.
-func TestSortByKey(t *testing.T) {
+// TestSortRun: sortRunLocked orders a reverse chain's records, few or many, as a sort
+// by key does, and compareKeys orders any two records as CompareKeys orders their keys.
+func TestSortRun(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{0, 10, 255, 3000} {
-		for _, types := range []int{1, 2} {
-			s, _ := newTestStore(t, time.Hour)
-			rels := map[rel.Key]rel.Relationship{}
-			for range n {
-				x := relationship(fmt.Sprint("doc", rnd.IntN(types)), fmt.Sprint("d", rnd.IntN(n/4+1)),
-					[]string{"viewer", "editor"}[rnd.IntN(2)], "group", fmt.Sprint("g", rnd.IntN(50)), "member")
-				rels[x.Key()] = x
+		s, _ := newTestStore(t, time.Hour)
+		rels := map[rel.Key]rel.Relationship{}
+		for range n {
+			x := relationship("doc", fmt.Sprint("d", rnd.IntN(n/4+1)), "viewer", "group", "g1", []string{"member", "", "admin"}[rnd.IntN(3)])
+			rels[x.Key()] = x
+		}
+		mustWrite(t, s, store.Create, slices.Collect(maps.Values(rels))...)
+		var idxs []uint32
+		var rids []sym
+		for k := range rels {
+			idx := s.currentLocked(k)
+			idxs, rids = append(idxs, idx), append(rids, s.recs.at(idx).resID)
+		}
+		want := slices.SortedFunc(maps.Keys(rels), store.CompareKeys)
+		s.sortRunLocked(idxs, rids)
+		for i, idx := range idxs {
+			if k := s.keyLocked(idx); k != want[i] {
+				t.Fatalf("%d relationships: at %d %v, want %v", n, i, k, want[i])
 			}
-			mustWrite(t, s, store.Create, slices.Collect(maps.Values(rels))...)
-			var idxs []uint32
-			var rids []sym
-			for k := range rels {
-				idx := s.currentLocked(k)
-				idxs, rids = append(idxs, idx), append(rids, s.recs.at(idx).resID)
-			}
-			want := slices.SortedFunc(maps.Keys(rels), store.CompareKeys)
-			s.sortByKeyLocked(idxs, rids, types == 1)
-			for i, idx := range idxs {
-				if k := s.keyLocked(idx); k != want[i] {
-					t.Fatalf("%d relationships of %d types: at %d %v, want %v", n, types, i, k, want[i])
-				}
+		}
+	}
+	s, _ := newTestStore(t, time.Hour)
+	var keys []rel.Key
+	for range 200 {
+		x := relationship(fmt.Sprint("doc", rnd.IntN(2)), fmt.Sprint("d", rnd.IntN(4)), []string{"viewer", "editor"}[rnd.IntN(2)],
+			[]string{"group", "user"}[rnd.IntN(2)], fmt.Sprint("g", rnd.IntN(4)), []string{"member", ""}[rnd.IntN(2)])
+		if !slices.Contains(keys, x.Key()) {
+			keys = append(keys, x.Key())
+			mustWrite(t, s, store.Create, x)
+		}
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := s.compareKeys(s.currentLocked(a), s.currentLocked(b)), store.CompareKeys(a, b); got != want {
+				t.Fatalf("compareKeys(%v, %v) = %d, want %d", a, b, got, want)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -270,4 +271,96 @@ func TestNameSlotsReused(t *testing.T) {
 	if got := readAll(t, s, store.Revision(s.head), store.Filter{ResourceType: "doc"}); len(got) != 1 {
 		t.Fatalf("after reuse read %v", got)
 	}
+}
+
+// TestSortedRuns reads several subjects' relationships in key order (the merge of
+// their chains' sorted runs), whole and a page at a time from cursors, at revisions
+// before and after writes into those chains and after GC frees records of them: each
+// read equals the relationships of those subjects at its revision, in key order, and
+// the runs kept follow the chains (checkInvariants).
+func TestSortedRuns(t *testing.T) {
+	s, c := newTestStore(t, time.Hour)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	groups := []string{"g1", "g2", "g3", "g4"} // g4 has fewer than runKeepMin
+	var rs []rel.Relationship
+	for i := range 600 {
+		g := groups[rnd.IntN(3)]
+		if i%100 == 0 {
+			g = "g4"
+		}
+		rs = append(rs, relationship("doc", fmt.Sprintf("d%03d", rnd.IntN(400)), "viewer", "group", g, []string{"member", "admin"}[rnd.IntN(2)]))
+	}
+	slices.SortFunc(rs, func(a, b rel.Relationship) int { return store.CompareKeys(a.Key(), b.Key()) })
+	rs = slices.CompactFunc(rs, func(a, b rel.Relationship) bool { return a.Key() == b.Key() })
+	rev1 := mustWrite(t, s, store.Create, rs...)
+	f := store.Filter{ResourceType: "doc", Relation: "viewer", Subject: &store.SubjectFilter{Type: "group", IDs: []string{"g1", "g2", "g4"}}}
+	// want is the filter's relationships at rev, picked from a read of them all.
+	want := func(rev store.Revision) []rel.Key {
+		var out []rel.Key
+		for _, k := range readAll(t, s, rev, store.Filter{ResourceType: "doc"}) {
+			if slices.Contains(f.Subject.IDs, k.SubjectID) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	check := func(rev store.Revision, wantKeys []rel.Key) {
+		t.Helper()
+		if got := readAll(t, s, rev, f); !slices.Equal(got, wantKeys) {
+			t.Fatalf("at %d read %d relationships, want %d", rev, len(got), len(wantKeys))
+		}
+		var paged []rel.Key
+		var cursor store.Cursor
+		for {
+			r, err := s.Reader(context.Background(), rev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for item, err := range r.Query(context.Background(), f, store.QueryOptions{Limit: 37, After: cursor}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				paged, cursor = append(paged, item.Relationship.Key()), item.Cursor()
+				n++
+			}
+			if n < 37 {
+				break
+			}
+		}
+		if !slices.Equal(paged, wantKeys) {
+			t.Fatalf("at %d read %d relationships by pages, want %d", rev, len(paged), len(wantKeys))
+		}
+		checkInvariants(t, s)
+	}
+	want1 := want(rev1)
+	check(rev1, want1)
+	if kept := len(s.runs.runs); kept != 2 {
+		t.Fatalf("%d runs kept, want those of g1 and g2", kept)
+	}
+	// New records at the chains' heads make their runs stale: a read at the new
+	// revision sorts them again, one at the old revision sees what it saw.
+	rev2 := mustWrite(t, s, store.Create, relationship("doc", "d000", "viewer", "group", "g1", "owner"),
+		relationship("doc", "d999", "viewer", "group", "g2", "member"))
+	check(rev2, want(rev2))
+	check(rev1, want1)
+	// Deleted records stay in their runs until GC frees them and drops the runs.
+	var gone []rel.Relationship
+	for _, x := range rs[:200] {
+		if x.Subject.Object.ID == "g1" {
+			gone = append(gone, x)
+		}
+	}
+	rev3 := mustWrite(t, s, store.Delete, gone...)
+	want3 := want(rev3)
+	check(rev3, want3)
+	c.advance(2 * time.Hour)
+	mustWrite(t, s, store.Touch, relationship("doc", "x", "viewer", "user", "u", ""))
+	if s.GC(c.Now()) == 0 {
+		t.Fatal("GC freed nothing")
+	}
+	if len(s.runs.runs) != 1 {
+		t.Fatalf("%d runs kept after GC, want only g2's", len(s.runs.runs))
+	}
+	check(rev3, want3)
 }
