@@ -16,9 +16,10 @@ import (
 // pays for the rows it hands over.
 //
 // A run stays valid while its chain has the head and length it was sorted at: a write
-// puts its record at the head of its chain, and garbage collection, the only thing that
-// takes records out of a chain, drops the runs of the chains it relinks. A record is
-// in one chain, so the runs take at most 4 bytes per record besides their entries.
+// puts its record at the head of its chain (so a run whose chain grew needs only the
+// new records sorted and merged in), and garbage collection, the only thing that takes
+// records out of a chain, drops the runs of the chains it relinks. A record is in one
+// chain, so the runs take at most 4 bytes per record besides their entries.
 type runCache struct {
 	// mu guards runs among readers, which share the store's read lock; a writer or the
 	// collector, holding the store's lock alone, needs no more.
@@ -39,23 +40,29 @@ type run struct {
 const runKeepMin = 8
 
 // sortedLocked returns the records of chain c (key k) in key order: its kept run if the
-// chain has not changed since, else the chain sorted now (and kept, if long enough),
-// in storage of its own; read is how many records it read to sort them.
+// chain has not changed since; else the chain sorted now, kept if long enough. A chain
+// that only grew since its run was sorted has its new records at its head: those are
+// sorted and merged with the run. read is how many records it read to sort them.
 func (x *runCache) sortedLocked(s *Store, k revKey, c chain) (idxs []uint32, read int) {
+	var kept run
 	keep := c.n >= runKeepMin
 	if keep {
 		x.mu.Lock()
-		r, ok := x.runs[k]
+		kept = x.runs[k]
 		x.mu.Unlock()
-		if ok && r.chain == c {
-			return r.idxs, 0
+		if kept.chain == c {
+			return kept.idxs, 0
 		}
 	}
-	idxs, rids := make([]uint32, 0, c.n), make([]sym, 0, c.n)
-	for idx := c.head; idx != 0; idx = s.recs.at(idx).revNext {
-		idxs, rids = append(idxs, idx), append(rids, s.recs.at(idx).resID)
+	if kept.head != 0 && kept.n < c.n {
+		if fresh, next := s.sortChainLocked(c.head, c.n-kept.n); next == kept.head {
+			idxs, read = s.mergeRunsLocked(fresh, kept.idxs), len(fresh)
+		}
 	}
-	s.sortRunLocked(idxs, rids)
+	if idxs == nil {
+		idxs, _ = s.sortChainLocked(c.head, c.n)
+		read = len(idxs)
+	}
 	if keep {
 		x.mu.Lock()
 		if x.runs == nil {
@@ -65,7 +72,31 @@ func (x *runCache) sortedLocked(s *Store, k revKey, c chain) (idxs []uint32, rea
 		x.runs[k] = run{c, idxs}
 		x.mu.Unlock()
 	}
-	return idxs, len(idxs)
+	return idxs, read
+}
+
+// sortChainLocked returns the n records of a chain from head in key order, and the
+// record after them.
+func (s *Store) sortChainLocked(head, n uint32) (idxs []uint32, next uint32) {
+	idxs, rids := make([]uint32, 0, n), make([]sym, 0, n)
+	for next = head; next != 0 && len(idxs) < int(n); next = s.recs.at(next).revNext {
+		idxs, rids = append(idxs, next), append(rids, s.recs.at(next).resID)
+	}
+	s.sortRunLocked(idxs, rids)
+	return idxs, next
+}
+
+// mergeRunsLocked merges two runs of one chain into a new one.
+func (s *Store) mergeRunsLocked(a, b []uint32) []uint32 {
+	out := make([]uint32, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if s.compareKeys(a[0], b[0]) < 0 {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // drop forgets the run of chain k, which the collector is changing.

@@ -339,7 +339,8 @@ func TestSortedRuns(t *testing.T) {
 		t.Fatalf("%d runs kept, want those of g1 and g2", kept)
 	}
 	// New records at the chains' heads make their runs stale: a read at the new
-	// revision sorts them again, one at the old revision sees what it saw.
+	// revision sorts the new records and merges them in, one at the old revision sees
+	// what it saw.
 	rev2 := mustWrite(t, s, store.Create, relationship("doc", "d000", "viewer", "group", "g1", "owner"),
 		relationship("doc", "d999", "viewer", "group", "g2", "member"))
 	check(rev2, want(rev2))
