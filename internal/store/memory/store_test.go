@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -364,4 +365,87 @@ func TestSortedRuns(t *testing.T) {
 		t.Fatalf("%d runs kept after GC, want only g2's", len(s.runs.runs))
 	}
 	check(rev3, want3)
+}
+
+// TestSortedRunsConcurrent reads several subjects' relationships in key order from
+// readers at once, while a writer adds and deletes relationships of those subjects and
+// the collector frees what it may: every read equals the relationships those subjects
+// had at its revision, picked from a read of them all (run with -race, it also checks
+// that readers share the kept runs safely).
+func TestSortedRunsConcurrent(t *testing.T) {
+	s, c := newTestStore(t, time.Minute)
+	ctx := context.Background()
+	groups := []string{"g0", "g1", "g2", "g3", "g4", "g5"}
+	random := func(rnd *rand.Rand) rel.Relationship {
+		return relationship("doc", fmt.Sprintf("d%03d", rnd.IntN(300)), "viewer", "group", groups[rnd.IntN(len(groups))], "member")
+	}
+	seed := rand.New(rand.NewPCG(5, 6))
+	for range 600 {
+		mustWrite(t, s, store.Touch, random(seed))
+	}
+	f := store.Filter{ResourceType: "doc", Relation: "viewer", Subject: &store.SubjectFilter{Type: "group", IDs: groups[:4]}}
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		rnd := rand.New(rand.NewPCG(7, 8))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			op := store.Touch
+			if rnd.IntN(2) == 0 {
+				op = store.Delete
+			}
+			if _, err := s.Write(ctx, nil, []store.Update{{Op: op, Relationship: random(rnd)}}, nil); err != nil {
+				t.Error(err)
+				return
+			}
+			c.advance(time.Second)
+			s.GC(c.Now())
+		}
+	})
+	var readers sync.WaitGroup
+	for range 3 {
+		readers.Go(func() {
+			for range 40 {
+				rev, err := s.HeadRevision(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r, err := s.Reader(ctx, rev)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var got, want []rel.Key
+				for item, err := range r.Query(ctx, f, store.QueryOptions{Limit: 500}) {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got = append(got, item.Relationship.Key())
+				}
+				for item, err := range r.Query(ctx, store.Filter{ResourceType: "doc"}, store.QueryOptions{}) {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if k := item.Relationship.Key(); slices.Contains(f.Subject.IDs, k.SubjectID) {
+						want = append(want, k)
+					}
+				}
+				if !slices.Equal(got, want[:min(len(want), 500)]) {
+					t.Errorf("at %d read %d relationships, want %d", rev, len(got), min(len(want), 500))
+					return
+				}
+			}
+		})
+	}
+	readers.Wait()
+	close(stop)
+	writer.Wait()
+	checkInvariants(t, s)
 }
