@@ -176,7 +176,7 @@ later; one that is slower than the peers' p95 is hedged by a local answer.`,
 	indexSize := newByteSize(&cfg.MaterializeMaxBytes, 0)
 	indexSize.text = fmt.Sprintf("%dMiB", server.DefaultMaterializeMaxBytes>>20)
 	fs.Var(indexSize, "materialize-max-bytes",
-		"memory bound of the index of nested sets: bytes, a size (512MiB) or a share of memory (5%); past it, members and ancestors are dropped and those checks are evaluated")
+		"memory bound of the index of nested sets (the server's and its Permify tenants' together): bytes, a size (512MiB) or a share of memory (5%); past it, members and ancestors are dropped and those checks are evaluated")
 	fs.StringSliceVar(&materializeTargets, "materialize", nil,
 		"permissions the Materialize API (authzed.api.materialize.v0) streams as permission sets, resource#permission@subject_type (repeat the flag or separate with commas), beside the recursive relations it always streams")
 	fs.StringVar(&materializeFile, "materialize-file", "",

@@ -46,7 +46,7 @@ func (st *state) setAncestors(id uint32, n *node, anc []uint64, rev store.Revisi
 	if slices.Equal(anc, cur) {
 		return
 	}
-	if st.bytes.Load()+ids64Bytes(anc) > st.maxBytes {
+	if !st.fits(ids64Bytes(anc)) {
 		st.entries.Add(-int64(len(cur)))
 		st.drop(id, n, rev)
 		return

@@ -46,6 +46,10 @@ type Config struct {
 	// ancestors are dropped and reads of them are evaluated. The sets' own edges and
 	// summaries are always held: when they alone pass it, the index turns itself off.
 	MaxBytes int64
+	// Budget, if not nil, is the bound instead of MaxBytes, shared with other indexes:
+	// past it together, each drops what MaxBytes would have it drop, and the one whose
+	// sets' edges and summaries no longer fit beside the others' turns itself off.
+	Budget *Budget
 	// Retain is how long a superseded revision stays readable through the index
 	// (reads of older revisions are evaluated): at least the longest a server may go
 	// on choosing a revision after it stops being the newest.
@@ -75,8 +79,8 @@ type Index struct {
 
 // New returns an index that holds nothing until Run has built it.
 func New(cfg Config) *Index {
-	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+	if cfg.Budget == nil {
+		cfg.Budget = NewBudget(cfg.MaxBytes)
 	}
 	if cfg.Retain <= 0 {
 		cfg.Retain = DefaultRetain
@@ -143,6 +147,7 @@ func (x *Index) follow(ctx context.Context, w store.Watcher) error {
 	if err != nil {
 		return err
 	}
+	defer st.release() // Run lets it go when this returns
 	x.cur.Store(st)
 	for ch, err := range w.Watch(ctx, rev, store.WatchOptions{CheckpointInterval: x.cfg.CheckpointEvery}) {
 		if err != nil {
@@ -181,10 +186,16 @@ func (st *state) apply(ch store.Change) error {
 	return st.finish(ch.Revision)
 }
 
-// build reads every relationship of the plan's relations at rev.
-func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (*state, error) {
+// build reads every relationship of the plan's relations at rev. The state it returns
+// holds its budget until released.
+func (x *Index) build(ctx context.Context, p *plan, rev store.Revision) (_ *state, err error) {
 	start := time.Now()
-	st := newState(p, rev, x.cfg.MaxBytes, x.cfg.Retain)
+	st := newState(p, rev, x.cfg.Budget, x.cfg.Retain)
+	defer func() {
+		if err != nil {
+			st.release()
+		}
+	}()
 	r, err := x.cfg.Store.Reader(ctx, rev)
 	if err != nil {
 		return nil, err

@@ -110,10 +110,10 @@ type revAt struct {
 // One writer (the goroutine following the store) changes it; readers read at
 // revisions it has published.
 type state struct {
-	plan     *plan
-	from     store.Revision
-	maxBytes int64
-	retain   time.Duration
+	plan   *plan
+	from   store.Revision
+	budget *Budget // bounds bytes, with the other indexes' that draw on it
+	retain time.Duration
 
 	applied atomic.Uint64 // the newest revision wholly applied
 	horizon atomic.Uint64 // the oldest revision reads may ask for
@@ -124,7 +124,7 @@ type state struct {
 	setChunks [][]setSlots
 	nsets     uint32 // the setNodes in setChunks
 
-	bytes   atomic.Int64 // the memory the index holds
+	bytes   atomic.Int64 // the memory the index holds (add changes it)
 	entries atomic.Int64 // (subject, set) and (set, ancestor) entries held
 	// tainted says which walks back through the nested-set relations (the chains
 	// aside, whose sets hold none of theirs) cross a conditional or expiring
@@ -177,17 +177,29 @@ type scratch struct {
 	queueD []uint8
 }
 
-func newState(p *plan, from store.Revision, maxBytes int64, retain time.Duration) *state {
+func newState(p *plan, from store.Revision, budget *Budget, retain time.Duration) *state {
 	st := &state{
-		plan: p, from: from, maxBytes: maxBytes, retain: retain,
+		plan: p, from: from, budget: budget, retain: retain,
 		names: newNames(), wake: make(chan struct{}),
 		conds: map[pair]class{}, condSubjects: map[uint32]int32{}, pending: map[uint32]*delta{},
 	}
 	st.applied.Store(uint64(from))
 	st.horizon.Store(uint64(from))
-	st.bytes.Store(st.names.bytes())
+	st.add(st.names.bytes())
 	return st
 }
+
+// add counts delta more bytes held, in the state and in its budget.
+func (st *state) add(delta int64) {
+	st.bytes.Add(delta)
+	st.budget.used.Add(delta)
+}
+
+// release gives what the state holds back to its budget, when it is let go.
+func (st *state) release() { st.add(-st.bytes.Load()) }
+
+// fits reports whether the budget holds delta bytes more.
+func (st *state) fits(delta int64) bool { return st.budget.used.Load()+delta <= st.budget.max }
 
 // node returns node id. Readers call it under mu.
 func (st *state) node(id uint32) *node { return &st.chunks[id>>chunkBits][id&(chunkSize-1)] }
@@ -247,7 +259,7 @@ func (st *state) addLocked(name []byte, hash uint64, set bool) uint32 {
 		st.node(id).set = st.nsets
 	}
 	if grown != 0 {
-		st.bytes.Add(grown)
+		st.add(grown)
 	}
 	return id
 }
@@ -384,10 +396,10 @@ func (st *state) account(k pair, isSet bool, c class, sign int32) {
 	}
 	if sign > 0 {
 		st.conds[k] = c
-		st.bytes.Add(condBytes)
+		st.add(condBytes)
 	} else {
 		delete(st.conds, k)
-		st.bytes.Add(-condBytes)
+		st.add(-condBytes)
 	}
 }
 
@@ -505,14 +517,14 @@ func (st *state) finish(rev store.Revision) error {
 			t = &taint{subjects: slices.Sorted(maps.Keys(st.condSubjects))}
 		}
 		delta, _ := st.tainted.push(rev, t, false, taintBytes)
-		st.bytes.Add(delta)
+		st.add(delta)
 		st.taintMoved = false
 	}
 	sb := st.scratch.bytes()
-	st.bytes.Add(sb - st.scratchBytes)
+	st.add(sb - st.scratchBytes)
 	st.scratchBytes = sb
-	if held := st.bytes.Load() - st.droppable; held > st.maxBytes {
-		return fmt.Errorf("%w: %d bytes, bound %d", errTooBig, held, st.maxBytes)
+	if held := st.budget.used.Load() - st.droppable; held > st.budget.max {
+		return fmt.Errorf("%w: %d bytes, bound %d", errTooBig, held, st.budget.max)
 	}
 	st.publish(rev)
 	return nil
@@ -522,7 +534,7 @@ func (st *state) finish(rev store.Revision) error {
 // (a set's are the graph itself and are always held).
 func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision) {
 	cur, _ := n.parents.current()
-	if !n.isSet() && st.bytes.Load()+ids32Bytes(ps) > st.maxBytes {
+	if !n.isSet() && !st.fits(ids32Bytes(ps)) {
 		st.entries.Add(-int64(len(cur)))
 		st.drop(id, n, rev)
 		return
@@ -538,7 +550,7 @@ func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision
 // pushChildren makes cs set id's children from rev.
 func (st *state) pushChildren(id uint32, n *setSlots, cs []uint32, rev store.Revision) {
 	delta, superseded := n.children.push(rev, cs, false, ids32Bytes)
-	st.bytes.Add(delta)
+	st.add(delta)
 	if superseded {
 		st.queue = append(st.queue, pruneItem{rev, id, slotChildren})
 	}
@@ -547,7 +559,7 @@ func (st *state) pushChildren(id uint32, n *setSlots, cs []uint32, rev store.Rev
 // grow counts delta more bytes held; droppable says they are a subject's parents or
 // a set's ancestors, which the memory bound may drop.
 func (st *state) grow(delta int64, droppable bool) {
-	st.bytes.Add(delta)
+	st.add(delta)
 	if droppable {
 		st.droppable += delta
 	}
@@ -656,7 +668,7 @@ func (st *state) summarize(region []uint32, rev store.Revision) {
 			continue
 		}
 		delta, superseded := n.sum.push(rev, s, false, summaryBytes)
-		st.bytes.Add(delta)
+		st.add(delta)
 		if superseded {
 			st.queue = append(st.queue, pruneItem{rev, id, slotSum})
 		}
@@ -717,13 +729,13 @@ func (st *state) prune(horizon store.Revision) {
 		case slotAnc:
 			st.grow(-sn.anc.prune(horizon, ids64Bytes), true)
 		case slotChildren:
-			st.bytes.Add(-sn.children.prune(horizon, ids32Bytes))
+			st.add(-sn.children.prune(horizon, ids32Bytes))
 		default:
-			st.bytes.Add(-sn.sum.prune(horizon, summaryBytes))
+			st.add(-sn.sum.prune(horizon, summaryBytes))
 		}
 	}
 	st.queue = append(st.queue[:0], st.queue[i:]...)
-	st.bytes.Add(-st.tainted.prune(horizon, taintBytes))
+	st.add(-st.tainted.prune(horizon, taintBytes))
 }
 
 // merge returns the sorted union of cur and add less del, in a new slice (cur is a

@@ -15,6 +15,7 @@ import (
 // startIndex starts the index of nested sets over the server's store, with its
 // metrics registered; Close stops it.
 func (s *Server) startIndex() *materialize.Index {
+	s.indexBudget = materialize.NewBudget(s.cfg.MaterializeMaxBytes)
 	x, stop := s.newIndex(s.store, s.schemaAtRevision, s.cfg.Logger, 100*time.Millisecond)
 	s.index, s.stopIndex = x, stop
 	s.registerIndexMetrics(x)
@@ -22,8 +23,9 @@ func (s *Server) startIndex() *materialize.Index {
 }
 
 // newIndex starts an index of nested sets over st (the server's store, or a Permify
-// tenant's), whose schema at a revision schemaAt compiles, logging to logger; stop
-// ends its upkeep. A SQL store's change feed is polled every poll.
+// tenant's), whose schema at a revision schemaAt compiles, logging to logger, drawing
+// on the server's index budget; stop ends its upkeep. A SQL store's change feed is
+// polled every poll.
 func (s *Server) newIndex(st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error), logger *slog.Logger, poll time.Duration) (x *materialize.Index, stop func()) {
 	window := max(s.cfg.QuantizationWindow, 0)
 	// The SQL stores' change feeds are polled (other processes write to them): a read
@@ -36,7 +38,7 @@ func (s *Server) newIndex(st store.Store, schemaAt func(context.Context, store.R
 	x = materialize.New(materialize.Config{
 		Store:    st,
 		SchemaAt: schemaAt,
-		MaxBytes: s.cfg.MaterializeMaxBytes,
+		Budget:   s.indexBudget,
 		// A minimize_latency read may pick a revision up to a window (and its
 		// smearing) after the revision stopped being the newest.
 		Retain:          2*window + time.Second,
@@ -85,6 +87,8 @@ func (s *Server) registerIndexMetrics(x *materialize.Index) {
 			stat(func(st materialize.Stats) float64 { return float64(st.Entries) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("bytes", "Memory the index holds.")),
 			stat(func(st materialize.Stats) float64 { return float64(st.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("budget_used_bytes", "Memory the index and the Permify tenants' indexes hold together, which --materialize-max-bytes bounds.")),
+			func() float64 { return float64(s.indexBudget.Used()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("answers_total", "Set memberships the index answered.")),
 			stat(func(st materialize.Stats) float64 { return float64(st.Answers) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("fallbacks_total", "Reads of indexed relations the index left to evaluation.")),

@@ -2,7 +2,10 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +149,62 @@ func awaitIndex(t *testing.T, ts *testServer) {
 			t.Fatalf("the index did not apply revision %d: %+v", head, st)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestTenantIndexesShareTheBudget: a Permify tenant's index draws on the server's
+// index budget (--materialize-max-bytes), which the metrics show, and gives what it
+// held back when the tenant is deleted.
+func TestTenantIndexesShareTheBudget(t *testing.T) {
+	ts := start(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0" })
+	awaitIndex(t, ts)
+	own := ts.srv.index.Stats().Bytes
+	if used := ts.srv.indexBudget.Used(); used != own {
+		t.Fatalf("budget: %d used, the server's index holds %d", used, own)
+	}
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/create", map[string]any{"id": "acme", "name": "acme"}); code != http.StatusOK {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	const nested = "entity user {}\nentity group { relation member @user @group#member }"
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/schemas/write", map[string]any{"schema": nested}); code != http.StatusOK {
+		t.Fatalf("schemas/write: %d %v", code, out)
+	}
+	member := func(group string, subject map[string]any) map[string]any {
+		return map[string]any{"entity": map[string]any{"type": "group", "id": group}, "relation": "member", "subject": subject}
+	}
+	var tuples []any
+	for i := range 50 {
+		tuples = append(tuples, member(fmt.Sprint("g", i/2), map[string]any{"type": "group", "id": fmt.Sprint("g", i+1), "relation": "member"}),
+			member(fmt.Sprint("g", i), map[string]any{"type": "user", "id": fmt.Sprint("u", i)}))
+	}
+	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/acme/data/write", map[string]any{"tuples": tuples}); code != http.StatusOK {
+		t.Fatalf("data/write: %d %v", code, out)
+	}
+	// The tenant's index builds and follows its store in the background.
+	deadline := time.Now().Add(time.Minute)
+	for ts.srv.indexBudget.Used() <= own+int64(len(tuples))*4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget: %d used, the server's index holds %d: the tenant's index is not in it", ts.srv.indexBudget.Used(), own)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	shown := math.NaN()
+	for line := range strings.Lines(scrape(t, ts.srv.MetricsAddr())) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "latch_materialize_budget_used_bytes "); ok {
+			shown, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if used := ts.srv.indexBudget.Used(); shown != float64(used) {
+		t.Errorf("latch_materialize_budget_used_bytes %v, %d used", shown, used)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/acme", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if used := ts.srv.indexBudget.Used(); used != own {
+		t.Fatalf("tenant deleted: %d used, the server's index holds %d", used, own)
 	}
 }

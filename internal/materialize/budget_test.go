@@ -1,0 +1,81 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/store"
+	"github.com/latch-authz/latch/internal/store/memory"
+)
+
+// TestBudgetShared builds the indexes of two stores on one budget: the first, alone
+// in it, holds all it would hold on a budget of its own; the second drops members
+// and ancestors that do not fit beside it; the budget counts both, and what each
+// gives back when released. A budget that cannot hold the second's sets beside the
+// first turns the second off, and its failed build gives back what it took.
+func TestBudgetShared(t *testing.T) {
+	ctx := context.Background()
+	s, err := schema.Compile(nestedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, revA, _ := nestedGroups(t, 1, 6, 10, 3000)
+	defer a.Close()
+	b, revB, _ := nestedGroups(t, 2, 6, 10, 3000)
+	defer b.Close()
+	build := func(ms *memory.Store, rev store.Revision, budget *Budget) (*state, error) {
+		return New(Config{Store: ms, Retain: time.Hour, Budget: budget}).build(ctx, planFor(s), rev)
+	}
+	alone := func(ms *memory.Store, rev store.Revision) *state {
+		st, err := build(ms, rev, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	sa, sb := alone(a, revA), alone(b, revB)
+	if sb.droppable == 0 {
+		t.Fatal("the second index holds no members or ancestors to drop")
+	}
+
+	// Room for the first index whole and the second's sets with half its members.
+	budget := NewBudget(sa.bytes.Load() + sb.bytes.Load() - sb.droppable/2)
+	ya, err := build(a, revA, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ya.entries.Load() != sa.entries.Load() || ya.bytes.Load() != sa.bytes.Load() {
+		t.Fatalf("first index: %d entries in %d bytes, %d in %d alone", ya.entries.Load(), ya.bytes.Load(), sa.entries.Load(), sa.bytes.Load())
+	}
+	yb, err := build(b, revB, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if yb.entries.Load() >= sb.entries.Load() {
+		t.Fatalf("second index: %d entries beside the first, %d alone: none dropped", yb.entries.Load(), sb.entries.Load())
+	}
+	if used := budget.Used(); used != ya.bytes.Load()+yb.bytes.Load() {
+		t.Fatalf("budget of %d: %d used, the indexes hold %d and %d", budget.max, used, ya.bytes.Load(), yb.bytes.Load())
+	}
+	ya.release()
+	if used := budget.Used(); used != yb.bytes.Load() {
+		t.Fatalf("first index released: %d used, the second holds %d", used, yb.bytes.Load())
+	}
+	yb.release()
+
+	// Room for the first index and not the second's sets.
+	small := NewBudget(sa.bytes.Load() + (sb.bytes.Load()-sb.droppable)/2)
+	ya, err = build(a, revA, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(b, revB, small); !errors.Is(err, errTooBig) {
+		t.Fatalf("second index on a budget too small for its sets: %v, want errTooBig", err)
+	}
+	if used := small.Used(); used != ya.bytes.Load() {
+		t.Fatalf("after the failed build %d used, the first index holds %d", used, ya.bytes.Load())
+	}
+}
