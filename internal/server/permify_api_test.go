@@ -175,13 +175,7 @@ func TestPermifyTenantsSurviveRestarts(t *testing.T) {
 
 			ts = start(t, config)
 			checkTenants(t, ts)
-			req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/acme", nil)
-			req.Header.Set("Authorization", "Bearer "+testKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				t.Fatalf("delete: %v %v", resp, err)
-			}
-			resp.Body.Close()
+			deleteTenant(t, ts, "acme")
 			if !tc.gone(t) {
 				t.Error("the deleted tenant's data is still there")
 			}
@@ -229,6 +223,18 @@ func writeTenants(t *testing.T, ts *testServer) {
 	if code, out := permifyPost(t, ts, testKey, "/v1/tenants/beta/data/write", map[string]any{"tuples": []any{tuple(1, "bob")}}); code != http.StatusOK {
 		t.Fatalf("data/write: %d %v", code, out)
 	}
+}
+
+// deleteTenant deletes tenant id through Permify's API.
+func deleteTenant(t *testing.T, ts *testServer, id string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete %s: %v %v", id, resp, err)
+	}
+	resp.Body.Close()
 }
 
 func tenantCheck(t *testing.T, ts *testServer, tenant, user string) (int, map[string]any) {

@@ -197,13 +197,7 @@ func TestTenantIndexesShareTheBudget(t *testing.T) {
 	if used := ts.srv.indexBudget.Used(); shown != float64(used) {
 		t.Errorf("latch_materialize_budget_used_bytes %v, %d used", shown, used)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+ts.httpAddr+"/v1/tenants/acme", nil)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("delete: %v %v", resp, err)
-	}
-	resp.Body.Close()
+	deleteTenant(t, ts, "acme")
 	if used := ts.srv.indexBudget.Used(); used != own {
 		t.Fatalf("tenant deleted: %d used, the server's index holds %d", used, own)
 	}
