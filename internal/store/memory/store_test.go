@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -384,16 +385,36 @@ func TestSortedRunsConcurrent(t *testing.T) {
 		mustWrite(t, s, store.Touch, random(seed))
 	}
 	f := store.Filter{ResourceType: "doc", Relation: "viewer", Subject: &store.SubjectFilter{Type: "group", IDs: groups[:4]}}
-	stop := make(chan struct{})
-	var writer sync.WaitGroup
-	writer.Go(func() {
-		rnd := rand.New(rand.NewPCG(7, 8))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	// read reads f at the head, and the same relationships picked from a read of all.
+	read := func() (rev store.Revision, got, want []rel.Key, err error) {
+		if rev, err = s.HeadRevision(ctx); err != nil {
+			return 0, nil, nil, err
+		}
+		r, err := s.Reader(ctx, rev)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		for item, err := range r.Query(ctx, f, store.QueryOptions{Limit: 500}) {
+			if err != nil {
+				return 0, nil, nil, err
 			}
+			got = append(got, item.Relationship.Key())
+		}
+		for item, err := range r.Query(ctx, store.Filter{ResourceType: "doc"}, store.QueryOptions{}) {
+			if err != nil {
+				return 0, nil, nil, err
+			}
+			if k := item.Relationship.Key(); slices.Contains(f.Subject.IDs, k.SubjectID) {
+				want = append(want, k)
+			}
+		}
+		return rev, got, want[:min(len(want), 500)], nil
+	}
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		rnd := rand.New(rand.NewPCG(7, 8))
+		for range 300 {
 			op := store.Touch
 			if rnd.IntN(2) == 0 {
 				op = store.Delete
@@ -405,47 +426,39 @@ func TestSortedRunsConcurrent(t *testing.T) {
 			c.advance(time.Second)
 			s.GC(c.Now())
 		}
-	})
+	}()
 	var readers sync.WaitGroup
 	for range 3 {
 		readers.Go(func() {
-			for range 40 {
-				rev, err := s.HeadRevision(ctx)
+			// At least 40 reads each, and reads until the writes end; a read whose
+			// revision the collector passed (the writes outran it) is taken again.
+			for n := 0; n < 40 || !isClosed(written); {
+				rev, got, want, err := read()
+				if errors.Is(err, store.ErrRevisionGone) {
+					continue
+				}
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				r, err := s.Reader(ctx, rev)
-				if err != nil {
-					t.Error(err)
+				if !slices.Equal(got, want) {
+					t.Errorf("at %d read %d relationships, want %d", rev, len(got), len(want))
 					return
 				}
-				var got, want []rel.Key
-				for item, err := range r.Query(ctx, f, store.QueryOptions{Limit: 500}) {
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					got = append(got, item.Relationship.Key())
-				}
-				for item, err := range r.Query(ctx, store.Filter{ResourceType: "doc"}, store.QueryOptions{}) {
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if k := item.Relationship.Key(); slices.Contains(f.Subject.IDs, k.SubjectID) {
-						want = append(want, k)
-					}
-				}
-				if !slices.Equal(got, want[:min(len(want), 500)]) {
-					t.Errorf("at %d read %d relationships, want %d", rev, len(got), min(len(want), 500))
-					return
-				}
+				n++
 			}
 		})
 	}
 	readers.Wait()
-	close(stop)
-	writer.Wait()
+	<-written
 	checkInvariants(t, s)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
