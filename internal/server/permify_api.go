@@ -30,7 +30,12 @@ func (s *Server) withPermify(next http.Handler) (http.Handler, func(), error) {
 	var newIndex func(string, store.Store, func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func())
 	if !s.cfg.MaterializeDisabled {
 		newIndex = func(tenant string, st store.Store, schemaAt func(context.Context, store.Revision) (*ir.Schema, error)) (engine.SetIndex, func()) {
-			return s.newIndex(st, schemaAt, s.cfg.Logger.With("tenant", tenant), tenantIndexPoll)
+			x, stop := s.newIndex(st, schemaAt, s.cfg.Logger.With("tenant", tenant), tenantIndexPoll)
+			forget := s.tenantIndexes.add(tenant, x)
+			return x, func() {
+				forget()
+				stop()
+			}
 		}
 	}
 	h, err := permify.New(permify.Config{

@@ -56,11 +56,12 @@ type Server struct {
 	quantizer *revision.Quantizer
 	cache     *cache.Cache // the engine's subproblem cache; nil when caching is off
 	// index is the engine's index of nested sets, and stopIndex ends its upkeep; nil
-	// when it is off. It and the Permify tenants' indexes draw on indexBudget
-	// (--materialize-max-bytes).
-	index       *materialize.Index
-	stopIndex   func()
-	indexBudget *materialize.Budget
+	// when it is off. It and the Permify tenants' indexes (tenantIndexes, for their
+	// metrics) draw on indexBudget (--materialize-max-bytes).
+	index         *materialize.Index
+	stopIndex     func()
+	indexBudget   *materialize.Budget
+	tenantIndexes tenantIndexes
 	// permsets answers the Materialize API (materialize_api.go); signKey, made once,
 	// signs its download URLs.
 	permsets        *materialize.PermissionSets

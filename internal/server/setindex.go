@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +92,7 @@ func (s *Server) registerIndexMetrics(x *materialize.Index) {
 			stat(func(st materialize.Stats) float64 { return float64(st.Bytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("budget_used_bytes", "Memory the index and the Permify tenants' indexes hold together, which --materialize-max-bytes bounds.")),
 			func() float64 { return float64(s.indexBudget.Used()) }),
+		&s.tenantIndexes,
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("answers_total", "Set memberships the index answered.")),
 			stat(func(st materialize.Stats) float64 { return float64(st.Answers) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("fallbacks_total", "Reads of indexed relations the index left to evaluation.")),
@@ -96,4 +100,61 @@ func (s *Server) registerIndexMetrics(x *materialize.Index) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("builds_total", "Builds of the index (at start, after a breaking schema change or a failure).")),
 			stat(func(st materialize.Stats) float64 { return float64(st.Builds) })),
 	)
+}
+
+// tenantIndexes are the Permify tenants' indexes of nested sets, by tenant, for their
+// metrics (latch_materialize_tenant_*).
+type tenantIndexes struct {
+	mu sync.Mutex
+	m  map[string]*materialize.Index
+}
+
+// add records tenant's index x and returns what forgets it.
+func (t *tenantIndexes) add(tenant string, x *materialize.Index) (forget func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]*materialize.Index{}
+	}
+	t.m[tenant] = x
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.m[tenant] == x {
+			delete(t.m, tenant)
+		}
+	}
+}
+
+var (
+	tenantLabels      = []string{"tenant"}
+	tenantIndexReady  = prometheus.NewDesc("latch_materialize_tenant_ready", "1 when the Permify tenant's index is built and following its store, 0 while it builds or is off.", tenantLabels, nil)
+	tenantIndexBytes  = prometheus.NewDesc("latch_materialize_tenant_bytes", "Memory the Permify tenant's index holds.", tenantLabels, nil)
+	tenantIndexEntry  = prometheus.NewDesc("latch_materialize_tenant_entries", "(subject, set) and (set, ancestor) entries the Permify tenant's index holds.", tenantLabels, nil)
+	tenantIndexAnswer = prometheus.NewDesc("latch_materialize_tenant_answers_total", "Set memberships the Permify tenant's index answered.", tenantLabels, nil)
+	tenantIndexFall   = prometheus.NewDesc("latch_materialize_tenant_fallbacks_total", "Reads of the Permify tenant's indexed relations its index left to evaluation.", tenantLabels, nil)
+)
+
+func (t *tenantIndexes) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{tenantIndexReady, tenantIndexBytes, tenantIndexEntry, tenantIndexAnswer, tenantIndexFall} {
+		ch <- d
+	}
+}
+
+func (t *tenantIndexes) Collect(ch chan<- prometheus.Metric) {
+	t.mu.Lock()
+	indexes := maps.Clone(t.m)
+	t.mu.Unlock()
+	for _, tenant := range slices.Sorted(maps.Keys(indexes)) {
+		st := indexes[tenant].Stats()
+		ready := 0.0
+		if st.Ready {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(tenantIndexReady, prometheus.GaugeValue, ready, tenant)
+		ch <- prometheus.MustNewConstMetric(tenantIndexBytes, prometheus.GaugeValue, float64(st.Bytes), tenant)
+		ch <- prometheus.MustNewConstMetric(tenantIndexEntry, prometheus.GaugeValue, float64(st.Entries), tenant)
+		ch <- prometheus.MustNewConstMetric(tenantIndexAnswer, prometheus.CounterValue, float64(st.Answers), tenant)
+		ch <- prometheus.MustNewConstMetric(tenantIndexFall, prometheus.CounterValue, float64(st.Fallbacks), tenant)
+	}
 }

@@ -153,8 +153,8 @@ func awaitIndex(t *testing.T, ts *testServer) {
 }
 
 // TestTenantIndexesShareTheBudget: a Permify tenant's index draws on the server's
-// index budget (--materialize-max-bytes), which the metrics show, and gives what it
-// held back when the tenant is deleted.
+// index budget (--materialize-max-bytes) and has metrics of its own, and the tenant's
+// deletion gives back what it held and takes its metrics away.
 func TestTenantIndexesShareTheBudget(t *testing.T) {
 	ts := start(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0" })
 	awaitIndex(t, ts)
@@ -188,17 +188,33 @@ func TestTenantIndexesShareTheBudget(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	shown := math.NaN()
-	for line := range strings.Lines(scrape(t, ts.srv.MetricsAddr())) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "latch_materialize_budget_used_bytes "); ok {
-			shown, _ = strconv.ParseFloat(v, 64)
-		}
-	}
-	if used := ts.srv.indexBudget.Used(); shown != float64(used) {
+	metrics := scrape(t, ts.srv.MetricsAddr())
+	used := ts.srv.indexBudget.Used()
+	if shown := metricValue(metrics, "latch_materialize_budget_used_bytes"); shown != float64(used) {
 		t.Errorf("latch_materialize_budget_used_bytes %v, %d used", shown, used)
+	}
+	if shown := metricValue(metrics, `latch_materialize_tenant_bytes{tenant="acme"}`); shown != float64(used-own) {
+		t.Errorf(`latch_materialize_tenant_bytes{tenant="acme"} %v, the tenant's index holds %d`, shown, used-own)
 	}
 	deleteTenant(t, ts, "acme")
 	if used := ts.srv.indexBudget.Used(); used != own {
 		t.Fatalf("tenant deleted: %d used, the server's index holds %d", used, own)
 	}
+	if strings.Contains(scrape(t, ts.srv.MetricsAddr()), `tenant="acme"`) {
+		t.Error("the deleted tenant's index is still in the metrics")
+	}
+}
+
+// metricValue is the value of the sample named name (with its labels) in a scrape,
+// NaN when there is none.
+func metricValue(scraped, name string) float64 {
+	for line := range strings.Lines(scraped) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return math.NaN()
 }
