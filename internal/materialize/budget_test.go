@@ -3,9 +3,11 @@ package materialize
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
@@ -57,7 +59,7 @@ func TestBudgetShared(t *testing.T) {
 	if yb.entries.Load() >= sb.entries.Load() {
 		t.Fatalf("second index: %d entries beside the first, %d alone: none dropped", yb.entries.Load(), sb.entries.Load())
 	}
-	if used := budget.Used(); used != ya.bytes.Load()+yb.bytes.Load() {
+	if used := budget.Used(); used != ya.bytes.Load()+yb.bytes.Load() || used > budget.max {
 		t.Fatalf("budget of %d: %d used, the indexes hold %d and %d", budget.max, used, ya.bytes.Load(), yb.bytes.Load())
 	}
 	ya.release()
@@ -77,5 +79,62 @@ func TestBudgetShared(t *testing.T) {
 	}
 	if used := small.Used(); used != ya.bytes.Load() {
 		t.Fatalf("after the failed build %d used, the first index holds %d", used, ya.bytes.Load())
+	}
+}
+
+// TestShedAgrees builds indexes on budgets their builds must shed to keep to (a build
+// places members and ancestors before it counts the sets' summaries): each holds no
+// more than its budget, and what it still answers of users' groups is what the index
+// on a budget of its own answers; it leaves the rest to evaluation.
+func TestShedAgrees(t *testing.T) {
+	ctx := context.Background()
+	s, err := schema.Compile(nestedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, rev, byLevel := nestedGroups(t, 2, 6, 10, 3000)
+	defer ms.Close()
+	index := func(budget *Budget) *Index {
+		x := New(Config{Store: ms, Retain: time.Hour, Budget: budget})
+		st, err := x.build(ctx, planFor(s), rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.cur.Store(st)
+		return x
+	}
+	full := index(nil)
+	all := full.cur.Load()
+	member := s.Definition("group").Relation("member")
+	for _, part := range []int64{4, 16} {
+		tight := index(NewBudget(all.bytes.Load() - all.droppable/part))
+		if held, max := tight.cur.Load().bytes.Load(), tight.cfg.Budget.max; held > max {
+			t.Fatalf("%d bytes held on a budget of %d", held, max)
+		}
+		known, left := 0, 0
+		for u := range 3000 {
+			subject := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", u)}}
+			want, got := full.View(ctx, rev, subject), tight.View(ctx, rev, subject)
+			if got == nil {
+				left++
+				continue
+			}
+			for _, level := range byLevel {
+				for _, g := range level {
+					yes, ok := got(member, g, 50)
+					if !ok {
+						left++
+						continue
+					}
+					known++
+					if wantYes, wantOK := want(member, g, 50); !wantOK || yes != wantYes {
+						t.Fatalf("%v in group %s: %v, the full index says %v (known %v)", subject, g, yes, wantYes, wantOK)
+					}
+				}
+			}
+		}
+		if known == 0 || left == 0 {
+			t.Fatalf("budget less 1/%d of what may be dropped: %d answers known and %d left to evaluation, want some of each", part, known, left)
+		}
 	}
 }

@@ -17,7 +17,11 @@ type version[T any] struct {
 	// unknown: the index does not hold this slot's value (dropped past its memory
 	// bound); reads at or past rev have no answer.
 	unknown bool
-	val     T
+	// shared: a state's one tombstone for the slots its build dropped, the head of
+	// each of their chains at once (chain.drop). It has no older version, is never
+	// changed, and costs none of the bytes its chains count.
+	shared bool
+	val    T
 }
 
 // chain is a slot's versions, newest first. One writer pushes and prunes; any number
@@ -76,6 +80,23 @@ func (c *chain[T]) push(rev store.Revision, val T, unknown bool, size func(T) in
 	return delta, head != nil
 }
 
+// drop makes the slot's value unknown from rev. Where no older version stays (the
+// slot was first written at rev: a build's drops) the chain takes tomb, a shared
+// tombstone of rev, which costs nothing; otherwise a tombstone of its own, which
+// older readers read past.
+func (c *chain[T]) drop(rev store.Revision, tomb *version[T], size func(T) int64) (delta int64, superseded bool) {
+	head := c.head.Load()
+	if tomb.rev != rev || head != nil && (head.rev != rev || head.older.Load() != nil) {
+		var zero T
+		return c.push(rev, zero, true, size)
+	}
+	if head != nil {
+		delta = -versionBytes(head, size)
+	}
+	c.head.Store(tomb)
+	return delta, false
+}
+
 // prune drops the versions no read at or past horizon needs: those older than the
 // newest one at or below horizon. It returns the bytes freed.
 func (c *chain[T]) prune(horizon store.Revision, size func(T) int64) int64 {
@@ -101,6 +122,9 @@ func (c *chain[T]) prune(horizon store.Revision, size func(T) int64) int64 {
 // versionBytes is what a version costs on the heap: the struct and its value's
 // backing array, each in its allocator size class.
 func versionBytes[T any](v *version[T], size func(T) int64) int64 {
+	if v.shared {
+		return 0
+	}
 	return sizeClass(int64(unsafe.Sizeof(*v))) + size(v.val)
 }
 

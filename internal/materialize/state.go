@@ -2,6 +2,7 @@ package materialize
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -155,6 +156,10 @@ type state struct {
 	scratchBytes int64
 	// droppable is the part of bytes the memory bound may drop (grow).
 	droppable int64
+	// droppedParents and droppedAnc are the tombstones the slots the build drops
+	// share (chain.drop).
+	droppedParents *version[[]uint32]
+	droppedAnc     *version[[]uint64]
 }
 
 // keptPending bounds the nodes a revision may have changed and its map of changes
@@ -182,6 +187,8 @@ func newState(p *plan, from store.Revision, budget *Budget, retain time.Duration
 		plan: p, from: from, budget: budget, retain: retain,
 		names: newNames(), wake: make(chan struct{}),
 		conds: map[pair]class{}, condSubjects: map[uint32]int32{}, pending: map[uint32]*delta{},
+		droppedParents: &version[[]uint32]{rev: from, unknown: true, shared: true},
+		droppedAnc:     &version[[]uint64]{rev: from, unknown: true, shared: true},
 	}
 	st.applied.Store(uint64(from))
 	st.horizon.Store(uint64(from))
@@ -523,6 +530,9 @@ func (st *state) finish(rev store.Revision) error {
 	sb := st.scratch.bytes()
 	st.add(sb - st.scratchBytes)
 	st.scratchBytes = sb
+	if rev == st.from {
+		st.shed(rev)
+	}
 	if held := st.budget.used.Load() - st.droppable; held > st.budget.max {
 		return fmt.Errorf("%w: %d bytes, bound %d", errTooBig, held, st.budget.max)
 	}
@@ -565,15 +575,68 @@ func (st *state) grow(delta int64, droppable bool) {
 	}
 }
 
+// shed drops droppable slots at a build's revision until the budget holds what it
+// bounds: the build kept what fitted as it placed members and ancestors, before it
+// counted the sets' summaries and its scratch. Subjects' parents go first, the
+// largest first (a subject's reads alone then evaluate, where a set's ancestors serve
+// every subject below it), then sets' ancestors. A build's drops share one tombstone,
+// so each frees all its slot held.
+func (st *state) shed(rev store.Revision) {
+	if st.budget.used.Load() <= st.budget.max {
+		return
+	}
+	type slot struct {
+		id    uint32
+		set   bool
+		bytes int64
+	}
+	var slots []slot
+	for id := range uint32(st.names.len()) {
+		n := st.node(id)
+		switch {
+		case n.dropped:
+		case n.isSet():
+			anc, _ := st.setOf(id).anc.current()
+			slots = append(slots, slot{id, true, ids64Bytes(anc)})
+		default:
+			ps, _ := n.parents.current()
+			slots = append(slots, slot{id, false, ids32Bytes(ps)})
+		}
+	}
+	slices.SortFunc(slots, func(a, b slot) int {
+		if a.set != b.set {
+			if a.set {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(b.bytes, a.bytes)
+	})
+	for _, sl := range slots {
+		if st.budget.used.Load() <= st.budget.max {
+			return
+		}
+		n := st.node(sl.id)
+		if sl.set {
+			anc, _ := st.setOf(sl.id).anc.current()
+			st.entries.Add(-int64(len(anc)))
+		} else {
+			ps, _ := n.parents.current()
+			st.entries.Add(-int64(len(ps)))
+		}
+		st.drop(sl.id, n, rev)
+	}
+}
+
 // drop stops holding node id's droppable slot from rev on.
 func (st *state) drop(id uint32, n *node, rev store.Revision) {
 	n.dropped = true
 	var delta int64
 	var superseded bool
 	if n.isSet() {
-		delta, superseded = st.setOf(id).anc.push(rev, nil, true, ids64Bytes)
+		delta, superseded = st.setOf(id).anc.drop(rev, st.droppedAnc, ids64Bytes)
 	} else {
-		delta, superseded = n.parents.push(rev, nil, true, ids32Bytes)
+		delta, superseded = n.parents.drop(rev, st.droppedParents, ids32Bytes)
 	}
 	st.grow(delta, true)
 	if superseded {
