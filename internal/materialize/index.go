@@ -661,12 +661,17 @@ type view struct {
 	nsubjects          int
 	buf                []byte
 	fallbacks, answers *atomic.Int64
+	// Storage for buf and reach while they are small: a view is allocated anyway,
+	// and most subjects are in a few sets with a few ancestors each.
+	bufArr   [48]byte
+	reachArr [16]uint64
 }
 
 // view gathers subject's sets at rev: the sets holding it or its type's wildcard
 // directly, and their ancestors. Nil when a slot it needs was dropped or pruned.
 func (st *state) view(rev store.Revision, subject rel.SubjectRef) *view {
 	v := &view{st: st, rev: rev}
+	v.buf, v.reach = v.bufArr[:0], v.reachArr[:0]
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	for i := range 2 {
