@@ -60,10 +60,10 @@ func (ev *evaluator) direct(ctx context.Context, r *ir.Relation, ids []string, d
 		if len(pending) == 0 {
 			break
 		}
-		f := store.Filter{
-			ResourceType: r.Def.Name, ResourceIDs: pending, Relation: r.Name,
-			Subject: &store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true},
-		}
+		// The read is over before followSets (whose reads reuse the scratch) begins.
+		sf := &ev.scratch.subject
+		*sf = store.SubjectFilter{Type: a.Type, Relation: a.Relation, RelationSet: true}
+		f := store.Filter{ResourceType: r.Def.Name, ResourceIDs: pending, Relation: r.Name, Subject: sf}
 		edges, err := ev.edges(ctx, f)
 		if err != nil {
 			return nil, err

@@ -43,8 +43,9 @@ type evaluator struct {
 	view      SetView
 	viewKnown bool
 
-	// scratch is storage for one store query at a time (directMatches' filter), so
-	// that the hottest read of a check does not allocate it.
+	// scratch is storage for one store query at a time (the subject filters of
+	// directMatches and of direct's subject-set reads), so that the hottest reads of a
+	// check do not allocate it.
 	scratch struct {
 		subjIDs [2]string
 		subject store.SubjectFilter
