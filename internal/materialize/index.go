@@ -443,7 +443,8 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		x.fallbacks.Add(1)
 		return nil, 0, false, false
 	}
-	d := descent{st: st, rev: rev, sets: make([]uint32, 0, 8), heights: make([]int32, 0, 8)}
+	d := descent{st: st, rev: rev}
+	d.sets, d.heights = d.setsArr[:0], d.heightsArr[:0]
 	h, known := d.walk(root)
 	if !known {
 		x.fallbacks.Add(1)
@@ -504,6 +505,9 @@ type descent struct {
 	heights []int32
 	at      map[uint32]int // by set: its place in sets, once there are many
 	cyclic  bool
+	// Storage for sets and heights while they are few, as they mostly are.
+	setsArr    [8]uint32
+	heightsArr [8]int32
 }
 
 // descentScan is how many sets a descent scans before it indexes them in a map.
