@@ -454,7 +454,11 @@ func (x *Index) Descendants(ctx context.Context, rev store.Revision, r *ir.Relat
 		x.answers.Add(1)
 		return nil, 0, true, true
 	}
-	in := idsIn{r: r, ends: make([]int, 0, len(d.sets)-1)}
+	size := 0
+	for _, c := range d.sets {
+		size += len(st.names.name(c))
+	}
+	in := idsIn{r: r, buf: make([]byte, 0, size), ends: make([]int, 0, len(d.sets)-1)}
 	for _, c := range d.sets {
 		if c != root && !in.add(st.names.name(c)) {
 			// A set of another relation: the index cannot say what the reads would.
