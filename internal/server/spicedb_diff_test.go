@@ -59,9 +59,11 @@ var foundSeeds = []uint64{197, 227, 381}
 // leaves out resources its own check calls conditional, LookupSubjects drops a definite
 // subject next to a caveated wildcard), so caveats and expiration are held against the
 // engine's reference evaluator instead. Without them one kind of SpiceDB answer is
-// known to be wrong: a LookupResources that its own checks of every resource
-// contradict (seed 14207: a recursive permission through .all() in an exclusion); when
-// latch's lookup is what SpiceDB's checks say, the difference is counted and logged.
+// known to be wrong: a lookup that its own checks contradict, of every resource (seed
+// 14207: a recursive permission through .all() in an exclusion) or of every subject
+// (TestSpiceDBDifferentialNested's seed 8825: .all() over a relation that also holds a
+// subject set); when latch's lookup is what SpiceDB's checks say, the difference is
+// counted and logged.
 // Every other difference fails the test.
 func TestSpiceDBDifferential(t *testing.T) {
 	spicedb := startSpiceDB(t)
@@ -581,22 +583,11 @@ func lookupResourcesQuery(typ, perm string, s rel.SubjectRef) query {
 			return setText(found), err
 		},
 		byChecks: func(ctx context.Context, api authzAPI) (string, error) {
-			var found []string
-			for _, id := range enginetest.IDs(typ) {
-				resp, err := api.perms.CheckPermission(ctx, &v1.CheckPermissionRequest{
+			return checkedIDs(ctx, api, enginetest.IDs(typ), func(id string) *v1.CheckPermissionRequest {
+				return &v1.CheckPermissionRequest{
 					Consistency: fullyConsistent(), Resource: relv1.Object(rel.ObjectRef{Type: typ, ID: id}), Permission: perm, Subject: relv1.Subject(s),
-				})
-				if err != nil {
-					return "", err
 				}
-				switch resp.GetPermissionship() {
-				case v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION:
-					found = append(found, id)
-				case v1.CheckPermissionResponse_PERMISSIONSHIP_CONDITIONAL_PERMISSION:
-					found = append(found, id+"?")
-				}
-			}
-			return setText(found), nil
+			})
 		},
 	}
 }
@@ -628,7 +619,35 @@ func lookupSubjectsQuery(res rel.ObjectRef, perm, subjectType string) query {
 			}
 			return strings.TrimSpace(setText(concrete) + " " + strings.Trim(setText(wildcard), "[]")), err
 		},
+		// Checks name no wildcard: this is run's answer where it lists none.
+		byChecks: func(ctx context.Context, api authzAPI) (string, error) {
+			return checkedIDs(ctx, api, enginetest.IDs(typ), func(id string) *v1.CheckPermissionRequest {
+				return &v1.CheckPermissionRequest{
+					Consistency: fullyConsistent(), Resource: relv1.Object(res), Permission: perm,
+					Subject: relv1.Subject(rel.SubjectRef{Object: rel.ObjectRef{Type: typ, ID: id}, Relation: relation}),
+				}
+			})
+		},
 	}
+}
+
+// checkedIDs renders, as a lookup's answer, the ids whose check (req(id)) the server
+// grants, conditional ones marked `?`.
+func checkedIDs(ctx context.Context, api authzAPI, ids []string, req func(id string) *v1.CheckPermissionRequest) (string, error) {
+	var found []string
+	for _, id := range ids {
+		resp, err := api.perms.CheckPermission(ctx, req(id))
+		if err != nil {
+			return "", err
+		}
+		switch resp.GetPermissionship() {
+		case v1.CheckPermissionResponse_PERMISSIONSHIP_HAS_PERMISSION:
+			found = append(found, id)
+		case v1.CheckPermissionResponse_PERMISSIONSHIP_CONDITIONAL_PERMISSION:
+			found = append(found, id+"?")
+		}
+	}
+	return setText(found), nil
 }
 
 // drain reads a server stream to its end.
