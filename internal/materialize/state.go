@@ -586,9 +586,9 @@ func (st *state) shed(rev store.Revision) {
 		return
 	}
 	type slot struct {
-		id    uint32
-		set   bool
-		bytes int64
+		id   uint32
+		set  bool
+		held int // entries; within a kind, more entries take more bytes
 	}
 	var slots []slot
 	for id := range uint32(st.names.len()) {
@@ -597,10 +597,10 @@ func (st *state) shed(rev store.Revision) {
 		case n.dropped:
 		case n.isSet():
 			anc, _ := st.setOf(id).anc.current()
-			slots = append(slots, slot{id, true, ids64Bytes(anc)})
+			slots = append(slots, slot{id, true, len(anc)})
 		default:
 			ps, _ := n.parents.current()
-			slots = append(slots, slot{id, false, ids32Bytes(ps)})
+			slots = append(slots, slot{id, false, len(ps)})
 		}
 	}
 	slices.SortFunc(slots, func(a, b slot) int {
@@ -610,21 +610,14 @@ func (st *state) shed(rev store.Revision) {
 			}
 			return -1
 		}
-		return cmp.Compare(b.bytes, a.bytes)
+		return cmp.Compare(b.held, a.held)
 	})
 	for _, sl := range slots {
 		if st.budget.used.Load() <= st.budget.max {
 			return
 		}
-		n := st.node(sl.id)
-		if sl.set {
-			anc, _ := st.setOf(sl.id).anc.current()
-			st.entries.Add(-int64(len(anc)))
-		} else {
-			ps, _ := n.parents.current()
-			st.entries.Add(-int64(len(ps)))
-		}
-		st.drop(sl.id, n, rev)
+		st.entries.Add(-int64(sl.held))
+		st.drop(sl.id, st.node(sl.id), rev)
 	}
 }
 
