@@ -69,12 +69,7 @@ func (s *Server) registerIndexMetrics(x *materialize.Index) {
 	}
 	s.metrics.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("ready", "1 when the index is built and following the datastore, 0 while it builds or is off.")),
-			stat(func(st materialize.Stats) float64 {
-				if st.Ready {
-					return 1
-				}
-				return 0
-			})),
+			stat(readiness)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("applied_revision_lag", "Revisions the datastore has committed that the index has not applied yet.")),
 			func() float64 {
 				st := x.Stats()
@@ -100,6 +95,14 @@ func (s *Server) registerIndexMetrics(x *materialize.Index) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("builds_total", "Builds of the index (at start, after a breaking schema change or a failure).")),
 			stat(func(st materialize.Stats) float64 { return float64(st.Builds) })),
 	)
+}
+
+// readiness is an index's ready gauge: 1 when it is built and following its store.
+func readiness(st materialize.Stats) float64 {
+	if st.Ready {
+		return 1
+	}
+	return 0
 }
 
 // tenantIndexes are the Permify tenants' indexes of nested sets, by tenant, for their
@@ -147,11 +150,7 @@ func (t *tenantIndexes) Collect(ch chan<- prometheus.Metric) {
 	t.mu.Unlock()
 	for _, tenant := range slices.Sorted(maps.Keys(indexes)) {
 		st := indexes[tenant].Stats()
-		ready := 0.0
-		if st.Ready {
-			ready = 1
-		}
-		ch <- prometheus.MustNewConstMetric(tenantIndexReady, prometheus.GaugeValue, ready, tenant)
+		ch <- prometheus.MustNewConstMetric(tenantIndexReady, prometheus.GaugeValue, readiness(st), tenant)
 		ch <- prometheus.MustNewConstMetric(tenantIndexBytes, prometheus.GaugeValue, float64(st.Bytes), tenant)
 		ch <- prometheus.MustNewConstMetric(tenantIndexEntry, prometheus.GaugeValue, float64(st.Entries), tenant)
 		ch <- prometheus.MustNewConstMetric(tenantIndexAnswer, prometheus.CounterValue, float64(st.Answers), tenant)
