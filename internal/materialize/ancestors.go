@@ -48,7 +48,7 @@ func (st *state) setAncestors(id uint32, n *node, anc []uint64, rev store.Revisi
 	}
 	if !st.fits(ids64Bytes(anc)) {
 		st.entries.Add(-int64(len(cur)))
-		st.drop(id, n, rev)
+		st.drop(id, n)
 		return
 	}
 	st.entries.Add(int64(len(anc) - len(cur)))

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/latch-authz/latch/internal/rel"
 	"github.com/latch-authz/latch/internal/schema"
+	"github.com/latch-authz/latch/internal/schema/ir"
 	"github.com/latch-authz/latch/internal/store"
 	"github.com/latch-authz/latch/internal/store/memory"
 )
@@ -111,30 +115,126 @@ func TestShedAgrees(t *testing.T) {
 		if held, max := tight.cur.Load().bytes.Load(), tight.cfg.Budget.max; held > max {
 			t.Fatalf("%d bytes held on a budget of %d", held, max)
 		}
-		known, left := 0, 0
-		for u := range 3000 {
-			subject := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", u)}}
-			want, got := full.View(ctx, rev, subject), tight.View(ctx, rev, subject)
-			if got == nil {
-				left++
-				continue
-			}
-			for _, level := range byLevel {
-				for _, g := range level {
-					yes, ok := got(member, g, 50)
-					if !ok {
-						left++
-						continue
-					}
-					known++
-					if wantYes, wantOK := want(member, g, 50); !wantOK || yes != wantYes {
-						t.Fatalf("%v in group %s: %v, the full index says %v (known %v)", subject, g, yes, wantYes, wantOK)
-					}
-				}
-			}
-		}
+		known, left := agree(t, member, full, tight, rev, users(3000), byLevel)
 		if known == 0 || left == 0 {
 			t.Fatalf("budget less 1/%d of what may be dropped: %d answers known and %d left to evaluation, want some of each", part, known, left)
 		}
+	}
+}
+
+func users(n int) []rel.SubjectRef {
+	out := make([]rel.SubjectRef, n)
+	for u := range out {
+		out[u] = rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprint("u", u)}}
+	}
+	return out
+}
+
+// agree fails t unless every answer tight gives at rev of whether subjects are in the
+// groups' member sets is full's, and returns how many it gave and how many it left to
+// evaluation.
+func agree(t *testing.T, member *ir.Relation, full, tight *Index, rev store.Revision, subjects []rel.SubjectRef, groups [][]string) (known, left int) {
+	t.Helper()
+	for _, subject := range subjects {
+		want, got := full.View(context.Background(), rev, subject), tight.View(context.Background(), rev, subject)
+		if got == nil {
+			left++
+			continue
+		}
+		for _, level := range groups {
+			for _, g := range level {
+				yes, ok := got(member, g, 50)
+				if !ok {
+					left++
+					continue
+				}
+				known++
+				if wantYes, wantOK := want(member, g, 50); !wantOK || yes != wantYes {
+					t.Fatalf("revision %d: %v in group %s: %v, the full index says %v (known %v)", rev, subject, g, yes, wantYes, wantOK)
+				}
+			}
+		}
+	}
+	return known, left
+}
+
+// TestShedAfterBuild: an index built within its budget and then fed revisions that add
+// groups (whose edges and summaries it always holds) and members holds no more than
+// the budget after each of them: the revisions drop subjects' sets, and sets'
+// ancestors, as a build does. What it still answers at each revision is what the index
+// on a budget of its own answers.
+func TestShedAfterBuild(t *testing.T) {
+	ctx := context.Background()
+	s, err := schema.Compile(nestedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, rev0, byLevel := nestedGroups(t, 3, 5, 10, 2000)
+	defer ms.Close()
+	index := func(budget *Budget) *Index {
+		x := New(Config{Store: ms, Retain: time.Hour, Budget: budget})
+		st, err := x.build(ctx, planFor(s), rev0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.cur.Store(st)
+		return x
+	}
+	full := index(nil)
+	budget := NewBudget(full.cur.Load().bytes.Load())
+	tight := index(budget)
+	if dropped := full.cur.Load().entries.Load() - tight.cur.Load().entries.Load(); dropped != 0 {
+		t.Fatalf("the build on a budget of all it holds dropped %d entries", dropped)
+	}
+	member := s.Definition("group").Relation("member")
+	rnd := rand.New(rand.NewPCG(3, 1))
+	groups := slices.Concat(byLevel...)
+	subjects := users(2000)
+	watch, stop := iter.Pull2(ms.Watch(ctx, rev0, store.WatchOptions{}))
+	defer stop()
+	var left int
+	for r := range 6 {
+		var updates []store.Update
+		add := func(g string, subject rel.SubjectRef) {
+			updates = append(updates, store.Update{Op: store.Touch, Relationship: rel.Relationship{
+				Resource: rel.ObjectRef{Type: "group", ID: g}, Relation: "member", Subject: subject,
+			}})
+		}
+		var added []string
+		for i := range 60 {
+			g := fmt.Sprintf("r%dg%d", r, i)
+			add(groups[rnd.IntN(len(groups))], rel.SubjectRef{Object: rel.ObjectRef{Type: "group", ID: g}, Relation: "member"})
+			added = append(added, g)
+		}
+		for i := range 150 {
+			u := rel.SubjectRef{Object: rel.ObjectRef{Type: "user", ID: fmt.Sprintf("r%du%d", r, i)}}
+			subjects = append(subjects, u)
+			add(added[rnd.IntN(len(added))], u)
+		}
+		groups = append(groups, added...)
+		rev, err := ms.Write(ctx, nil, updates, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err, ok := watch()
+		if !ok || err != nil || ch.Revision != rev {
+			t.Fatalf("watch: %v %v", ch.Revision, err)
+		}
+		for _, x := range []*Index{full, tight} {
+			if err := x.cur.Load().apply(ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if held := tight.cur.Load().bytes.Load(); held > budget.max || budget.Used() != held {
+			t.Fatalf("revision %d: %d bytes held (the budget counts %d) on a budget of %d", rev, held, budget.Used(), budget.max)
+		}
+		var sample []rel.SubjectRef
+		for i := r; i < len(subjects); i += 13 {
+			sample = append(sample, subjects[i])
+		}
+		_, left = agree(t, member, full, tight, rev, sample, [][]string{groups})
+	}
+	if left == 0 {
+		t.Fatal("past its budget, the index still answers every user's groups")
 	}
 }

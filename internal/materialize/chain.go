@@ -17,9 +17,9 @@ type version[T any] struct {
 	// unknown: the index does not hold this slot's value (dropped past its memory
 	// bound); reads at or past rev have no answer.
 	unknown bool
-	// shared: a state's one tombstone for the slots its build dropped, the head of
-	// each of their chains at once (chain.drop). It has no older version, is never
-	// changed, and costs none of the bytes its chains count.
+	// shared: a state's one tombstone for the slots it dropped, the head of each of
+	// their chains at once (chain.drop). It has no older version, is never changed,
+	// and costs none of the bytes its chains count.
 	shared bool
 	val    T
 }
@@ -80,21 +80,16 @@ func (c *chain[T]) push(rev store.Revision, val T, unknown bool, size func(T) in
 	return delta, head != nil
 }
 
-// drop makes the slot's value unknown from rev. Where no older version stays (the
-// slot was first written at rev: a build's drops) the chain takes tomb, a shared
-// tombstone of rev, which costs nothing; otherwise a tombstone of its own, which
-// older readers read past.
-func (c *chain[T]) drop(rev store.Revision, tomb *version[T], size func(T) int64) (delta int64, superseded bool) {
-	head := c.head.Load()
-	if tomb.rev != rev || head != nil && (head.rev != rev || head.older.Load() != nil) {
-		var zero T
-		return c.push(rev, zero, true, size)
-	}
-	if head != nil {
-		delta = -versionBytes(head, size)
+// drop makes the slot's value unknown at every revision its state serves: it takes
+// tomb, the state's one tombstone, of its first revision, and frees every version it
+// held, returning the change in bytes. Reads of the revisions those versions served
+// then evaluate, as every read of a dropped slot does.
+func (c *chain[T]) drop(tomb *version[T], size func(T) int64) (delta int64) {
+	for v := c.head.Load(); v != nil; v = v.older.Load() {
+		delta -= versionBytes(v, size)
 	}
 	c.head.Store(tomb)
-	return delta, false
+	return delta
 }
 
 // prune drops the versions no read at or past horizon needs: those older than the

@@ -530,9 +530,7 @@ func (st *state) finish(rev store.Revision) error {
 	sb := st.scratch.bytes()
 	st.add(sb - st.scratchBytes)
 	st.scratchBytes = sb
-	if rev == st.from {
-		st.shed(rev)
-	}
+	st.shed(rev)
 	if held := st.budget.used.Load() - st.droppable; held > st.budget.max {
 		return fmt.Errorf("%w: %d bytes, bound %d", errTooBig, held, st.budget.max)
 	}
@@ -546,7 +544,7 @@ func (st *state) pushParents(id uint32, n *node, ps []uint32, rev store.Revision
 	cur, _ := n.parents.current()
 	if !n.isSet() && !st.fits(ids32Bytes(ps)) {
 		st.entries.Add(-int64(len(cur)))
-		st.drop(id, n, rev)
+		st.drop(id, n)
 		return
 	}
 	st.entries.Add(int64(len(ps) - len(cur)))
@@ -575,15 +573,21 @@ func (st *state) grow(delta int64, droppable bool) {
 	}
 }
 
-// shed drops droppable slots at a build's revision until the budget holds what it
-// bounds: the build kept what fitted as it placed members and ancestors, before it
-// counted the sets' summaries and its scratch. Subjects' parents go first, the
-// largest first (a subject's reads alone then evaluate, where a set's ancestors serve
-// every subject below it), then sets' ancestors. A build's drops share one tombstone,
-// so each frees all its slot held.
+// shed drops droppable slots when the budget holds more than it bounds: a build's
+// revision passes it by the sets' summaries and the scratch it counts after it placed
+// members and ancestors while they fitted, a later one by the sets, summaries and
+// conditions it adds. Subjects' parents go first, the largest first (a subject's reads
+// alone then evaluate, where a set's ancestors serve every subject below it), then
+// sets' ancestors. A build sheds down to the bound; a later revision a 64th of it
+// further, so that the revisions after it do not each walk every node again. Each
+// drop frees all its slot held (chain.drop).
 func (st *state) shed(rev store.Revision) {
 	if st.budget.used.Load() <= st.budget.max {
 		return
+	}
+	target := st.budget.max
+	if rev != st.from {
+		target -= st.budget.max / 64
 	}
 	type slot struct {
 		id   uint32
@@ -613,31 +617,21 @@ func (st *state) shed(rev store.Revision) {
 		return cmp.Compare(b.held, a.held)
 	})
 	for _, sl := range slots {
-		if st.budget.used.Load() <= st.budget.max {
+		if st.budget.used.Load() <= target {
 			return
 		}
 		st.entries.Add(-int64(sl.held))
-		st.drop(sl.id, st.node(sl.id), rev)
+		st.drop(sl.id, st.node(sl.id))
 	}
 }
 
-// drop stops holding node id's droppable slot from rev on.
-func (st *state) drop(id uint32, n *node, rev store.Revision) {
+// drop stops holding node id's droppable slot, at every revision.
+func (st *state) drop(id uint32, n *node) {
 	n.dropped = true
-	var delta int64
-	var superseded bool
 	if n.isSet() {
-		delta, superseded = st.setOf(id).anc.drop(rev, st.droppedAnc, ids64Bytes)
+		st.grow(st.setOf(id).anc.drop(st.droppedAnc, ids64Bytes), true)
 	} else {
-		delta, superseded = n.parents.drop(rev, st.droppedParents, ids32Bytes)
-	}
-	st.grow(delta, true)
-	if superseded {
-		slot := slotParents
-		if n.isSet() {
-			slot = slotAnc
-		}
-		st.queue = append(st.queue, pruneItem{rev, id, slot})
+		st.grow(n.parents.drop(st.droppedParents, ids32Bytes), true)
 	}
 }
 
