@@ -91,22 +91,13 @@ func TestBudgetShared(t *testing.T) {
 // more than its budget, and what it still answers of users' groups is what the index
 // on a budget of its own answers; it leaves the rest to evaluation.
 func TestShedAgrees(t *testing.T) {
-	ctx := context.Background()
 	s, err := schema.Compile(nestedSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ms, rev, byLevel := nestedGroups(t, 2, 6, 10, 3000)
 	defer ms.Close()
-	index := func(budget *Budget) *Index {
-		x := New(Config{Store: ms, Retain: time.Hour, Budget: budget})
-		st, err := x.build(ctx, planFor(s), rev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x.cur.Store(st)
-		return x
-	}
+	index := func(budget *Budget) *Index { return builtIndex(t, s, ms, rev, budget) }
 	full := index(nil)
 	all := full.cur.Load()
 	member := s.Definition("group").Relation("member")
@@ -120,6 +111,18 @@ func TestShedAgrees(t *testing.T) {
 			t.Fatalf("budget less 1/%d of what may be dropped: %d answers known and %d left to evaluation, want some of each", part, known, left)
 		}
 	}
+}
+
+// builtIndex returns an index of ms built at rev on budget (nil: one of its own).
+func builtIndex(t *testing.T, s *ir.Schema, ms *memory.Store, rev store.Revision, budget *Budget) *Index {
+	t.Helper()
+	x := New(Config{Store: ms, Retain: time.Hour, Budget: budget})
+	st, err := x.build(context.Background(), planFor(s), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.cur.Store(st)
+	return x
 }
 
 func users(n int) []rel.SubjectRef {
@@ -171,15 +174,7 @@ func TestShedAfterBuild(t *testing.T) {
 	}
 	ms, rev0, byLevel := nestedGroups(t, 3, 5, 10, 2000)
 	defer ms.Close()
-	index := func(budget *Budget) *Index {
-		x := New(Config{Store: ms, Retain: time.Hour, Budget: budget})
-		st, err := x.build(ctx, planFor(s), rev0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x.cur.Store(st)
-		return x
-	}
+	index := func(budget *Budget) *Index { return builtIndex(t, s, ms, rev0, budget) }
 	full := index(nil)
 	budget := NewBudget(full.cur.Load().bytes.Load())
 	tight := index(budget)
