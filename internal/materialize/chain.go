@@ -17,11 +17,7 @@ type version[T any] struct {
 	// unknown: the index does not hold this slot's value (dropped past its memory
 	// bound); reads at or past rev have no answer.
 	unknown bool
-	// shared: a state's one tombstone for the slots it dropped, the head of each of
-	// their chains at once (chain.drop). It has no older version, is never changed,
-	// and costs none of the bytes its chains count.
-	shared bool
-	val    T
+	val     T
 }
 
 // chain is a slot's versions, newest first. One writer pushes and prunes; any number
@@ -117,9 +113,6 @@ func (c *chain[T]) prune(horizon store.Revision, size func(T) int64) int64 {
 // versionBytes is what a version costs on the heap: the struct and its value's
 // backing array, each in its allocator size class.
 func versionBytes[T any](v *version[T], size func(T) int64) int64 {
-	if v.shared {
-		return 0
-	}
 	return sizeClass(int64(unsafe.Sizeof(*v))) + size(v.val)
 }
 

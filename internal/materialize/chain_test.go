@@ -11,7 +11,7 @@ import (
 // every version it held: reads at each of their revisions and after have no answer,
 // and pruning the chain frees nothing more and leaves the tombstone as it was.
 func TestDropSharesTombstone(t *testing.T) {
-	tomb := &version[[]uint32]{rev: 5, unknown: true, shared: true}
+	tomb := &version[[]uint32]{rev: 5, unknown: true}
 	var c chain[[]uint32]
 	pushed, _ := c.push(5, []uint32{1, 2}, false, ids32Bytes)
 	if delta := c.drop(tomb, ids32Bytes); delta != -pushed || c.head.Load() != tomb {

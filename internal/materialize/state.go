@@ -156,8 +156,10 @@ type state struct {
 	scratchBytes int64
 	// droppable is the part of bytes the memory bound may drop (grow).
 	droppable int64
-	// droppedParents and droppedAnc are the tombstones the slots the build drops
-	// share (chain.drop).
+	// droppedParents and droppedAnc are the state's tombstones, each the head of
+	// every chain of its kind the state dropped (chain.drop): unknown from its first
+	// revision, without older versions, never changed, and counted in no chain's
+	// bytes (a dropped slot is never pushed to or walked again).
 	droppedParents *version[[]uint32]
 	droppedAnc     *version[[]uint64]
 }
@@ -187,8 +189,8 @@ func newState(p *plan, from store.Revision, budget *Budget, retain time.Duration
 		plan: p, from: from, budget: budget, retain: retain,
 		names: newNames(), wake: make(chan struct{}),
 		conds: map[pair]class{}, condSubjects: map[uint32]int32{}, pending: map[uint32]*delta{},
-		droppedParents: &version[[]uint32]{rev: from, unknown: true, shared: true},
-		droppedAnc:     &version[[]uint64]{rev: from, unknown: true, shared: true},
+		droppedParents: &version[[]uint32]{rev: from, unknown: true},
+		droppedAnc:     &version[[]uint64]{rev: from, unknown: true},
 	}
 	st.applied.Store(uint64(from))
 	st.horizon.Store(uint64(from))
